@@ -1,0 +1,83 @@
+"""The engine: a batch of documents -> normalized texts, fingerprints and digests.
+
+Pure and I/O free. It owns the settings that make a fingerprint what it is (features,
+weights, vector seed), so `version` names exactly what an index may be mixed with.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+
+import numpy as np
+
+from .features import Featurizer
+from .index import Entry, Query
+from .normalize import normalize
+from .records import Document
+from .simhash import hyperplanes, simhash, simhash_vectors
+from .tokenize import fmix64
+
+TEXT_SPACE = "t"
+
+
+@dataclass
+class Print:
+    """What the pipeline needs of one document to decide it."""
+
+    space: str
+    fingerprint: int
+    digest: str
+    text: str  # normalized
+    token_keys: np.ndarray
+
+    def query(self) -> Query:
+        return Query(self.space, self.fingerprint, self.digest)
+
+    def entry(self, doc_id: str) -> Entry:
+        return Entry(doc_id, self.space, self.fingerprint, self.digest, self.text)
+
+
+class Engine:
+    def __init__(self, featurizer: Featurizer | None = None, vector_seed: int = 0) -> None:
+        self.featurizer = featurizer or Featurizer()
+        self.vector_seed = vector_seed
+        self.version = f"{self.featurizer.version}+hyperplanes-s{vector_seed}"
+
+    @cache  # noqa: B019 - one engine lives for the whole run; planes are per dimension
+    def _planes(self, dim: int) -> np.ndarray:
+        return hyperplanes(dim, self.vector_seed)
+
+    def fingerprint(self, docs: list[Document]) -> list[Print]:
+        texts = [normalize(d.text) for d in docs]
+        features = self.featurizer.batch(texts)
+        fps = simhash(features)
+        tokens = features.tokens
+        bounds = tokens.bounds()
+        digests = _digests(tokens.key, tokens.doc, bounds)
+        prints = []
+        for i, doc in enumerate(docs):
+            space, fp = TEXT_SPACE, int(fps[i])
+            if doc.embedding is not None:
+                dim = len(doc.embedding)
+                space = f"v{dim}"
+                fp = int(simhash_vectors(np.array([doc.embedding]), self._planes(dim))[0])
+            keys = tokens.key[bounds[i] : bounds[i + 1]]
+            prints.append(Print(space, fp, digests[i], texts[i], keys))
+        return prints
+
+
+def _digests(keys: np.ndarray, doc: np.ndarray, bounds: np.ndarray) -> list[str]:
+    """128-bit digest of each text's token sequence: equal digests mean exact copies."""
+    docs = len(bounds) - 1
+    position = (np.arange(len(keys)) - bounds[doc]).astype(np.uint64)
+    halves = []
+    for salt in (0x9E3779B97F4A7C15, 0xD6E8FEB86659FD93):
+        with np.errstate(over="ignore"):
+            mixed = fmix64(keys ^ (position * np.uint64(salt)))
+        sums = np.zeros(docs, np.uint64)
+        nonempty = bounds[1:] > bounds[:-1]
+        if len(keys):
+            sums[nonempty] = np.add.reduceat(mixed, bounds[:-1][nonempty])
+        halves.append(sums)
+    return [f"{a:016x}{b:016x}" for a, b in zip(halves[0].tolist(), halves[1].tolist(), strict=True)]

@@ -1,0 +1,66 @@
+"""The index interface: block tables of fingerprints, exact-copy digests, literal texts
+and past decisions. `memory.MemoryIndex` implements it in process; the Redis index of
+`neardup serve` implements the same interface on a server. The pipeline never asks which
+one it has.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from ..records import Decision
+
+
+@dataclass(frozen=True)
+class Entry:
+    """An indexed document: found by its fingerprint in its space, or by its digest."""
+
+    id: str
+    space: str  # fingerprints of different kinds (text, vectors of a dimension) never meet
+    fingerprint: int
+    digest: str  # of the normalized token stream: equal digests are exact copies
+    text: str  # normalized, for the literal second pass
+
+
+@dataclass(frozen=True)
+class Query:
+    space: str
+    fingerprint: int
+    digest: str
+
+
+@dataclass(frozen=True)
+class Candidate:
+    id: str
+    fingerprint: int
+    distance: int
+
+
+@dataclass
+class Found:
+    exact: str | None  # id of an indexed exact copy
+    candidates: list[Candidate]  # indexed fingerprints within distance k, nearest first
+
+
+class Index(Protocol):
+    namespace: str
+
+    def bind(self, version: str) -> None:
+        """Tie the index to a fingerprint version; refuse one made by another."""
+
+    def lookup(self, queries: Sequence[Query]) -> list[Found]:
+        """Exact copies and candidates of a batch, in one round trip."""
+
+    def texts(self, ids: Sequence[str]) -> dict[str, str]:
+        """Normalized texts of indexed documents (those still kept)."""
+
+    def insert(self, entries: Sequence[Entry]) -> None: ...
+
+    def decisions(self, ids: Sequence[str]) -> dict[str, Decision]:
+        """Earlier decisions for these ids: a redelivered record gets the same answer."""
+
+    def record(self, decisions: Sequence[Decision]) -> None: ...
+
+    def stats(self) -> dict[str, int]: ...

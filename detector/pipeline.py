@@ -1,0 +1,191 @@
+"""The batch flow: fingerprint, look up, verify, decide, index, publish, commit.
+
+`Detector.process` decides a batch against an index; `run` drives a source and a sink.
+The same code serves `neardup detect` (file source, JSONL sink, memory index) and
+`neardup serve` (Kafka source and sink, Redis index).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+from . import __version__
+from .blocks import BlockScheme
+from .engine import Engine, Print
+from .errors import BadRecord
+from .index import Candidate, Index
+from .records import Decision, Document, error_record, parse_document
+from .verify import LiteralCheck, jaccard, shingle_set
+
+
+class Detector:
+    """Decides batches of documents in order against an index."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        index: Index,
+        scheme: BlockScheme,
+        literal: LiteralCheck,
+        max_candidates: int = 32,
+    ) -> None:
+        self.engine = engine
+        self.index = index
+        self.scheme = scheme
+        self.literal = literal
+        self.max_candidates = max_candidates
+        index.bind(engine.version)
+
+    def process(self, docs: list[Document]) -> list[Decision]:
+        """Decide a batch in order; each document sees the index and the batch before it."""
+        prior = self.index.decisions([d.id for d in docs])
+        prints = self.engine.fingerprint(docs)
+        found = self.index.lookup([p.query() for p in prints])
+        wanted = {c.id for f in found for c in f.candidates[: self.max_candidates]}
+        self.literal.load(self.index.texts(sorted(wanted - self.literal.cached_ids(wanted))))
+        near = self._near_in_batch(prints)
+        digests: dict[str, str] = {}  # digest -> id of this batch's indexed documents
+        decided: dict[str, Decision] = {}
+        indexed: dict[int, str] = {}  # position in batch -> id, for documents indexed
+        out = []
+        for i, (doc, p, f) in enumerate(zip(docs, prints, found, strict=True)):
+            earlier = prior.get(doc.id) or decided.get(doc.id)
+            if earlier is not None:  # redelivered: the same answer again
+                out.append(earlier)
+                continue
+            exact = f.exact or digests.get(p.digest)
+            if exact is not None:
+                d = self._decision(doc.id, p, exact, 0, 1.0, exact=True)
+            else:
+                local = [Candidate(indexed[j], prints[j].fingerprint, dist)
+                         for j, dist in near.get(i, ()) if j in indexed]
+                d = self._verify(doc.id, p, f.candidates + local, prints, indexed)
+                digests.setdefault(p.digest, doc.id)
+                indexed[i] = doc.id
+            decided[doc.id] = d
+            out.append(d)
+        self.index.insert([prints[i].entry(doc_id) for i, doc_id in indexed.items()])
+        self.index.record(list(decided.values()))
+        return out
+
+    def _near_in_batch(self, prints: list[Print]) -> dict[int, list[tuple[int, int]]]:
+        """For each document, the earlier ones of the batch within distance k."""
+        fps = np.array([p.fingerprint for p in prints], np.uint64)
+        spaces = np.array([p.space for p in prints])
+        dist = np.bitwise_count(fps[:, None] ^ fps[None, :])
+        close = np.tril((dist <= self.scheme.k) & (spaces[:, None] == spaces[None, :]), -1)
+        out: dict[int, list[tuple[int, int]]] = {}
+        for i, j in zip(*np.nonzero(close), strict=True):
+            out.setdefault(int(i), []).append((int(j), int(dist[i, j])))
+        return out
+
+    def _verify(self, doc_id: str, p: Print, candidates: list[Candidate], batch: list[Print],
+                indexed: dict[int, str]) -> Decision:
+        """The literal pass: the most similar candidate above the threshold, if any."""
+        in_batch = {doc: i for i, doc in indexed.items()}
+        if not candidates:
+            return self._decision(doc_id, p, None, None, None)
+        candidates = sorted(candidates, key=lambda c: (c.distance, c.id))[: self.max_candidates]
+        mine = shingle_set(p.token_keys, self.literal.n)
+        self.literal.remember(doc_id, mine)
+        best: tuple[float, Candidate] | None = None
+        for c in candidates:
+            theirs = self.literal.get(c.id)
+            if theirs is None and c.id in in_batch:
+                theirs = shingle_set(batch[in_batch[c.id]].token_keys, self.literal.n)
+                self.literal.remember(c.id, theirs)
+            if theirs is None:  # evicted from the cache since the batch's prefetch
+                self.literal.load(self.index.texts([c.id]))
+                theirs = self.literal.get(c.id)
+            if theirs is None:
+                continue  # its text has expired: unverifiable, so not a duplicate
+            sim = jaccard(mine, theirs)
+            if best is None or sim > best[0]:
+                best = (sim, c)
+        if best is not None and best[0] >= self.literal.threshold:
+            return self._decision(doc_id, p, best[1].id, best[1].distance, best[0])
+        return self._decision(doc_id, p, None, None, None)
+
+    def _decision(self, doc_id: str, p: Print, dup: str | None, distance: int | None,
+                  similarity: float | None, exact: bool = False) -> Decision:
+        return Decision(id=doc_id, duplicate_of=dup, fingerprint=p.fingerprint,
+                        distance=distance, similarity=similarity, exact=exact,
+                        features=self.engine.version, namespace=self.index.namespace,
+                        detector=__version__)
+
+class Sink(Protocol):
+    def decisions(self, decisions: list[Decision]) -> None: ...
+    def error(self, record: dict[str, object]) -> None: ...
+    def flush(self) -> None: ...
+
+
+@dataclass
+class Counts:
+    records: int = 0
+    unique: int = 0
+    duplicates: int = 0
+    exact: int = 0
+    errors: int = 0
+    reasons: dict[str, int] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def summary(self) -> str:
+        rate = self.records / self.seconds if self.seconds else 0.0
+        reasons = ", ".join(f"{k} {v}" for k, v in sorted(self.reasons.items()))
+        return (f"{self.records} records: {self.unique} unique, {self.duplicates} duplicates "
+                f"({self.exact} exact copies), {self.errors} errors"
+                f"{' (' + reasons + ')' if reasons else ''}; "
+                f"{self.seconds:.1f} s, {rate:,.0f} records/s")
+
+
+RawRecord = tuple[bytes, dict[str, object]]  # the bytes and where they came from
+
+
+def batches(records: Iterable[RawRecord], size: int) -> Iterator[list[RawRecord]]:
+    batch: list[RawRecord] = []
+    for r in records:
+        batch.append(r)
+        if len(batch) >= size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def run(detector: Detector, records: Iterable[RawRecord], sink: Sink, batch_size: int,
+        max_bytes: int, progress=None) -> Counts:  # type: ignore[no-untyped-def]
+    """Parse, decide and publish every record; bad ones become error records.
+
+    Order per batch: 1. decide (and index) 2. publish decisions and errors 3. flush.
+    A source that must commit (Kafka) commits after run's flush of each batch.
+    """
+    counts = Counts()
+    started = time.perf_counter()
+    for batch in batches(records, batch_size):
+        docs = []
+        for raw, where in batch:
+            try:
+                docs.append(parse_document(raw, max_bytes))
+            except BadRecord as bad:
+                counts.errors += 1
+                counts.reasons[bad.reason] = counts.reasons.get(bad.reason, 0) + 1
+                sink.error(error_record(bad.reason, bad.detail, raw, **where))
+        decisions = detector.process(docs) if docs else []
+        for d in decisions:
+            if d.duplicate_of is None:
+                counts.unique += 1
+            else:
+                counts.duplicates += 1
+                counts.exact += d.exact
+        counts.records += len(batch)
+        sink.decisions(decisions)
+        sink.flush()
+        if progress is not None:
+            progress.update(len(batch))
+    counts.seconds = time.perf_counter() - started
+    return counts

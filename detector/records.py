@@ -1,0 +1,124 @@
+"""Documents, decisions and error records, and their JSON forms (the contracts)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from .errors import BadRecord
+
+DEFAULT_MAX_BYTES = 4 * 1024 * 1024
+MAX_ID_CHARS = 512
+
+
+@dataclass
+class Document:
+    id: str
+    text: str
+    url: str | None = None
+    embedding: list[float] | None = None
+    meta: dict[str, Any] | None = None
+
+
+def parse_document(raw: bytes, max_bytes: int = DEFAULT_MAX_BYTES) -> Document:
+    """One input record (a JSONL line or a Kafka value) -> Document, or BadRecord."""
+    if len(raw) > max_bytes:
+        raise BadRecord("too_large", f"{len(raw)} bytes, the limit is {max_bytes}")
+    try:
+        body = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise BadRecord("invalid_utf8", str(exc)) from None
+    except ValueError as exc:
+        raise BadRecord("invalid_json", str(exc)) from None
+    if not isinstance(body, dict):
+        raise BadRecord("not_an_object", f"got a JSON {type(body).__name__}")
+    doc_id, text = body.get("id"), body.get("text")
+    if doc_id is None:
+        raise BadRecord("missing_id")
+    if not isinstance(doc_id, str) or not doc_id or len(doc_id) > MAX_ID_CHARS:
+        raise BadRecord("bad_id", f"id must be a non-empty string of at most {MAX_ID_CHARS} "
+                        f"characters, got {type(doc_id).__name__}")
+    if text is None:
+        raise BadRecord("missing_text")
+    if not isinstance(text, str):
+        raise BadRecord("bad_text", f"text must be a string, got {type(text).__name__}")
+    url, embedding, meta = body.get("url"), body.get("embedding"), body.get("meta")
+    if url is not None and not isinstance(url, str):
+        raise BadRecord("bad_url", "url must be a string")
+    if meta is not None and not isinstance(meta, dict):
+        raise BadRecord("bad_meta", "meta must be an object")
+    if embedding is not None:
+        ok = (isinstance(embedding, list) and embedding
+              and all(isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
+                      for x in embedding))
+        if not ok:
+            raise BadRecord("bad_embedding", "embedding must be a non-empty list of finite numbers")
+        embedding = [float(x) for x in embedding]
+    return Document(id=doc_id, text=text, url=url, embedding=embedding, meta=meta)
+
+
+@dataclass
+class Decision:
+    id: str
+    duplicate_of: str | None
+    fingerprint: int
+    distance: int | None = None
+    similarity: float | None = None
+    exact: bool = False
+    features: str = ""
+    namespace: str = ""
+    detector: str = ""
+    decided_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat())
+
+    @property
+    def decision(self) -> str:
+        return "unique" if self.duplicate_of is None else "duplicate"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "decision": self.decision,
+            "duplicate_of": self.duplicate_of,
+            "distance": self.distance,
+            "similarity": None if self.similarity is None else round(self.similarity, 4),
+            "fingerprint": f"{self.fingerprint:016x}",
+            "exact": self.exact,
+            "features": self.features,
+            "index": self.namespace,
+            "detector": self.detector,
+            "decided_at": self.decided_at,
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), ensure_ascii=False)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Decision:
+        return cls(
+            id=d["id"],
+            duplicate_of=d["duplicate_of"],
+            fingerprint=int(d["fingerprint"], 16),
+            distance=d.get("distance"),
+            similarity=d.get("similarity"),
+            exact=d.get("exact", False),
+            features=d.get("features", ""),
+            namespace=d.get("index", ""),
+            detector=d.get("detector", ""),
+            decided_at=d.get("decided_at", ""),
+        )
+
+
+def error_record(reason: str, detail: str, raw: bytes, **where: Any) -> dict[str, Any]:
+    """A bad input's report: where it came from, why, and its bytes (base64), so nothing
+    is lost."""
+    return {
+        **where,
+        "reason": reason,
+        "detail": detail,
+        "raw_base64": base64.b64encode(raw[:1_048_576]).decode("ascii"),
+        "raw_bytes": len(raw),
+    }

@@ -1,0 +1,1 @@
+"""Sources and sinks: where records come from and where decisions go."""

@@ -1,0 +1,75 @@
+"""File and stdin source, JSONL sinks: the adapters of the embedded default."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+from ..errors import ConfigError
+from ..records import Decision
+
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def open_input(path: str) -> IO[bytes]:
+    """A binary stream of the input: '-' is stdin; gzip is recognized by its magic bytes."""
+    if path == "-":
+        raw: IO[bytes] = sys.stdin.buffer
+    else:
+        try:
+            raw = open(path, "rb")  # noqa: SIM115 - closed by the caller
+        except OSError as exc:
+            raise ConfigError(f"cannot open input {path}: {exc.strerror}") from exc
+    peek = raw.peek(2)[:2] if isinstance(raw, io.BufferedReader) else b""
+    if peek == GZIP_MAGIC or (not peek and path.endswith(".gz")):
+        return gzip.open(raw, "rb")  # type: ignore[return-value]
+    return raw
+
+
+def read_lines(stream: IO[bytes], source: str) -> Iterator[tuple[bytes, dict[str, object]]]:
+    """Every non-blank line with its line number; the newline is not part of the record."""
+    try:
+        for number, line in enumerate(stream, start=1):
+            record = line.rstrip(b"\r\n")
+            if record.strip():
+                yield record, {"source": source, "line": number}
+    except (OSError, EOFError, gzip.BadGzipFile) as exc:
+        raise ConfigError(f"cannot read {source}: {exc}") from exc
+
+
+def open_output(path: str | None, default: IO[str]) -> IO[str]:
+    if path is None or path == "-":
+        return default
+    try:
+        if path.endswith(".gz"):
+            return gzip.open(path, "wt", encoding="utf-8")
+        return open(path, "w", encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot write {path}: {exc.strerror}") from exc
+
+
+class JsonlSink:
+    """Decisions as JSON lines to one stream, error records to another."""
+
+    def __init__(self, out: IO[str], errors: IO[str]) -> None:
+        self.out = out
+        self.errors = errors
+
+    def decisions(self, decisions: list[Decision]) -> None:
+        self.out.write("".join(d.to_json() + "\n" for d in decisions))
+
+    def error(self, record: dict[str, Any]) -> None:
+        self.errors.write(json.dumps(record) + "\n")
+
+    def flush(self) -> None:
+        self.out.flush()
+        self.errors.flush()
+
+
+def input_label(path: str) -> str:
+    return "stdin" if path == "-" else Path(path).name
