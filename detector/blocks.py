@@ -91,14 +91,17 @@ class BlockScheme:
     def keys(self, fingerprints: Sequence[int]) -> list[list[int]]:
         """The key of each fingerprint in each table."""
         if len(fingerprints) < 16:  # numpy's per-call cost outweighs a few Python shifts
-            return [[sum(((fp >> s) & m) << o for s, m, o in t) for t in self._pieces]
-                    for fp in fingerprints]
+            return [
+                [sum(((fp >> s) & m) << o for s, m, o in t) for t in self._pieces]
+                for fp in fingerprints
+            ]
         fps = np.asarray(fingerprints, dtype=np.uint64)
         out = np.zeros((len(fps), len(self.tables)), np.uint64)
         for t, pieces in enumerate(self._pieces):
             for start, mask, offset in pieces:
                 out[:, t] |= ((fps >> np.uint64(start)) & np.uint64(mask)) << np.uint64(offset)
-        return out.tolist()  # type: ignore[no-any-return]
+        rows: list[list[int]] = out.tolist()
+        return rows
 
     @cached_property
     def _pieces(self) -> list[list[tuple[int, int, int]]]:
@@ -114,5 +117,6 @@ class BlockScheme:
 
     def describe(self) -> str:
         bits = self.key_bits()
-        return (f"{self.name}: k={self.k}, {len(self.tables)} tables, "
-                f"{min(bits)}-{max(bits)}-bit keys")
+        return (
+            f"{self.name}: k={self.k}, {len(self.tables)} tables, {min(bits)}-{max(bits)}-bit keys"
+        )

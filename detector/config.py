@@ -40,7 +40,7 @@ class EngineSettings:
     def engine(self) -> Engine:
         weights = IdfTable.load(self.idf) if self.idf else None
         config = FeatureConfig(self.features, self.shingle_size, self.cjk_ngram)
-        return Engine(Featurizer(config, weights), self.vector_seed)
+        return Engine(Featurizer(config, weights), self.vector_seed, self.literal_shingle)
 
     def block_scheme(self) -> BlockScheme:
         return BlockScheme.parse(self.scheme)

@@ -16,7 +16,8 @@ from .index import Entry, Query
 from .normalize import normalize
 from .records import Document
 from .simhash import hyperplanes, simhash, simhash_vectors
-from .tokenize import fmix64
+from .tokenize import char_classes, fmix64
+from .verify import shingle_sets
 
 TEXT_SPACE = "t"
 
@@ -29,7 +30,7 @@ class Print:
     fingerprint: int
     digest: str
     text: str  # normalized
-    token_keys: np.ndarray
+    shingles: np.ndarray  # for the literal pass: sorted distinct word-shingle hashes
 
     def query(self) -> Query:
         return Query(self.space, self.fingerprint, self.digest)
@@ -39,10 +40,14 @@ class Print:
 
 
 class Engine:
-    def __init__(self, featurizer: Featurizer | None = None, vector_seed: int = 0) -> None:
+    def __init__(
+        self, featurizer: Featurizer | None = None, vector_seed: int = 0, literal_shingle: int = 5
+    ) -> None:
         self.featurizer = featurizer or Featurizer()
         self.vector_seed = vector_seed
+        self.literal_shingle = literal_shingle
         self.version = f"{self.featurizer.version}+hyperplanes-s{vector_seed}"
+        char_classes()  # build the table now, so that forked workers inherit it
 
     @cache  # noqa: B019 - one engine lives for the whole run; planes are per dimension
     def _planes(self, dim: int) -> np.ndarray:
@@ -55,6 +60,7 @@ class Engine:
         tokens = features.tokens
         bounds = tokens.bounds()
         digests = _digests(tokens.key, tokens.doc, bounds)
+        shingles = shingle_sets(tokens.key, bounds, self.literal_shingle)
         prints = []
         for i, doc in enumerate(docs):
             space, fp = TEXT_SPACE, int(fps[i])
@@ -62,8 +68,7 @@ class Engine:
                 dim = len(doc.embedding)
                 space = f"v{dim}"
                 fp = int(simhash_vectors(np.array([doc.embedding]), self._planes(dim))[0])
-            keys = tokens.key[bounds[i] : bounds[i + 1]]
-            prints.append(Print(space, fp, digests[i], texts[i], keys))
+            prints.append(Print(space, fp, digests[i], texts[i], shingles[i]))
         return prints
 
 
@@ -80,4 +85,6 @@ def _digests(keys: np.ndarray, doc: np.ndarray, bounds: np.ndarray) -> list[str]
         if len(keys):
             sums[nonempty] = np.add.reduceat(mixed, bounds[:-1][nonempty])
         halves.append(sums)
-    return [f"{a:016x}{b:016x}" for a, b in zip(halves[0].tolist(), halves[1].tolist(), strict=True)]
+    return [
+        f"{a:016x}{b:016x}" for a, b in zip(halves[0].tolist(), halves[1].tolist(), strict=True)
+    ]

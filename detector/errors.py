@@ -1,10 +1,10 @@
 """The error tree.
 
-    DetectorError
-     ├── ConfigError          bad options, files or settings: fix and rerun
-     ├── BadRecord            one input record is unusable: dead-letter it, carry on
-     └── BackendUnavailable   Redis or Kafka did not answer: back off and retry
-          └── (permanent failures such as wrong credentials are ConfigError)
+DetectorError
+ ├── ConfigError          bad options, files or settings: fix and rerun
+ ├── BadRecord            one input record is unusable: dead-letter it, carry on
+ └── BackendUnavailable   Redis or Kafka did not answer: back off and retry
+      └── (permanent failures such as wrong credentials are ConfigError)
 """
 
 from __future__ import annotations

@@ -25,8 +25,9 @@ def load_jsonl(path: str) -> list[dict[str, Any]]:
     return out
 
 
-def evaluate(decisions: list[dict[str, Any]], truth: list[dict[str, Any]],
-             threshold: float = 0.8) -> dict[str, Any]:
+def evaluate(
+    decisions: list[dict[str, Any]], truth: list[dict[str, Any]], threshold: float = 0.8
+) -> dict[str, Any]:
     order = {t["id"]: i for i, t in enumerate(truth)}
     actual = {t["id"]: t["max_jaccard_earlier"] >= threshold for t in truth}
     said = {d["id"]: d for d in decisions}
@@ -37,7 +38,11 @@ def evaluate(decisions: list[dict[str, Any]], truth: list[dict[str, Any]],
         tp += predicted and is_dup
         fp += predicted and not is_dup
         fn += is_dup and not predicted
-        if predicted and order.get(d["duplicate_of"], len(order)) >= order[doc_id]:
+        if (
+            d is not None
+            and predicted
+            and order.get(d["duplicate_of"], len(order)) >= order[doc_id]
+        ):
             late += 1
     precision = tp / (tp + fp) if tp + fp else 1.0
     recall = tp / (tp + fn) if tp + fn else 1.0
@@ -70,8 +75,9 @@ def nearest_earlier(fps: np.ndarray) -> np.ndarray:
     return out
 
 
-def plot_report(decisions: list[dict[str, Any]], truth: list[dict[str, Any]], threshold: float,
-                path: str) -> None:
+def plot_report(
+    decisions: list[dict[str, Any]], truth: list[dict[str, Any]], threshold: float, path: str
+) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -81,17 +87,30 @@ def plot_report(decisions: list[dict[str, Any]], truth: list[dict[str, Any]], th
     fps = _fingerprints(decisions, truth)
     index = {t["id"]: i for i, t in enumerate(truth)}
     is_dup = np.array([t["max_jaccard_earlier"] >= threshold for t in truth])
-    pairs = [(i, index[t["most_similar_earlier"]]) for i, t in enumerate(truth)
-             if t.get("most_similar_earlier") in index]
+    pairs = [
+        (i, index[t["most_similar_earlier"]])
+        for i, t in enumerate(truth)
+        if t.get("most_similar_earlier") in index
+    ]
     dist = np.array([int(np.bitwise_count(fps[i] ^ fps[j])) for i, j in pairs])
     dup_pair = np.array([is_dup[i] for i, _ in pairs], bool)
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
     bins = np.arange(0, 40) - 0.5
-    left.hist(dist[dup_pair], bins=bins, alpha=0.6, density=True,
-              label=f"near-duplicate pairs (Jaccard >= {threshold})")
-    left.hist(dist[~dup_pair], bins=bins, alpha=0.6, density=True,
-              label="each other record and its most similar earlier one")
+    left.hist(
+        dist[dup_pair],
+        bins=bins,
+        alpha=0.6,
+        density=True,
+        label=f"near-duplicate pairs (Jaccard >= {threshold})",
+    )
+    left.hist(
+        dist[~dup_pair],
+        bins=bins,
+        alpha=0.6,
+        density=True,
+        label="each other record and its most similar earlier one",
+    )
     left.set_xlabel("Hamming distance of the fingerprints")
     left.set_ylabel("share of pairs")
     left.set_title("Distance distribution")
@@ -108,10 +127,15 @@ def plot_report(decisions: list[dict[str, Any]], truth: list[dict[str, Any]], th
     run = evaluate(decisions, truth, threshold)
     right.plot(ks, precision, "o-", label="precision, fingerprint only")
     right.plot(ks, recall, "s-", label="recall, fingerprint only")
-    right.axhline(run["precision"], color="C0", ls="--",
-                  label=f"this run's precision ({run['precision']:.3f})")
-    right.axhline(run["recall"], color="C1", ls="--",
-                  label=f"this run's recall ({run['recall']:.3f})")
+    right.axhline(
+        run["precision"],
+        color="C0",
+        ls="--",
+        label=f"this run's precision ({run['precision']:.3f})",
+    )
+    right.axhline(
+        run["recall"], color="C1", ls="--", label=f"this run's recall ({run['recall']:.3f})"
+    )
     right.set_xlabel("k (largest Hamming distance called a duplicate)")
     right.set_ylim(0, 1.02)
     right.set_title("Precision and recall as k varies")

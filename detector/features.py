@@ -84,7 +84,7 @@ class IdfTable:
         it = iter(texts)
         while chunk := [normalize(t) for t in islice(it, batch)]:
             tb = tokenize(chunk)
-            keys, first = np.unique(tb.key, return_index=True)
+            _, first = np.unique(tb.key, return_index=True)
             pairs = np.unique(np.stack((tb.doc.astype(_U64), tb.key)), axis=1)
             _, counts = np.unique(pairs[1], return_counts=True)
             for i, c in zip(first, counts, strict=True):
@@ -93,8 +93,12 @@ class IdfTable:
         return cls({t: c for t, c in df.items() if c >= min_df}, docs)
 
     def save(self, path: str | Path) -> None:
-        body = {"format": IDF_FORMAT, "version": self.version, "docs": self.docs,
-                "doc_freq": self.doc_freq}
+        body = {
+            "format": IDF_FORMAT,
+            "version": self.version,
+            "docs": self.docs,
+            "doc_freq": self.doc_freq,
+        }
         with gzip.open(path, "wt", encoding="utf-8") as f:
             json.dump(body, f, ensure_ascii=False, sort_keys=True)
 
@@ -124,7 +128,7 @@ class BuiltinWeights:
     version = "builtin-sqrtlen1"
 
     def weight(self, token: str) -> float:
-        return float(min(len(token.encode("utf-8")), 12)) ** 0.5
+        return float(min(len(token.encode("utf-8")), 12) ** 0.5)
 
 
 Weights = IdfTable | BuiltinWeights

@@ -7,10 +7,13 @@ The same code serves `neardup detect` (file source, JSONL sink, memory index) an
 
 from __future__ import annotations
 
+import multiprocessing
 import time
+from collections import deque
 from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -20,7 +23,7 @@ from .engine import Engine, Print
 from .errors import BadRecord
 from .index import Candidate, Index
 from .records import Decision, Document, error_record, parse_document
-from .verify import LiteralCheck, jaccard, shingle_set
+from .verify import LiteralCheck, jaccard
 
 
 class Detector:
@@ -41,10 +44,11 @@ class Detector:
         self.max_candidates = max_candidates
         index.bind(engine.version)
 
-    def process(self, docs: list[Document]) -> list[Decision]:
+    def process(self, docs: list[Document], prints: list[Print] | None = None) -> list[Decision]:
         """Decide a batch in order; each document sees the index and the batch before it."""
         prior = self.index.decisions([d.id for d in docs])
-        prints = self.engine.fingerprint(docs)
+        if prints is None:
+            prints = self.engine.fingerprint(docs)
         found = self.index.lookup([p.query() for p in prints])
         wanted = {c.id for f in found for c in f.candidates[: self.max_candidates]}
         self.literal.load(self.index.texts(sorted(wanted - self.literal.cached_ids(wanted))))
@@ -52,6 +56,7 @@ class Detector:
         digests: dict[str, str] = {}  # digest -> id of this batch's indexed documents
         decided: dict[str, Decision] = {}
         indexed: dict[int, str] = {}  # position in batch -> id, for documents indexed
+        positions: dict[str, int] = {}  # and back
         out = []
         for i, (doc, p, f) in enumerate(zip(docs, prints, found, strict=True)):
             earlier = prior.get(doc.id) or decided.get(doc.id)
@@ -62,14 +67,20 @@ class Detector:
             if exact is not None:
                 d = self._decision(doc.id, p, exact, 0, 1.0, exact=True)
             else:
-                local = [Candidate(indexed[j], prints[j].fingerprint, dist)
-                         for j, dist in near.get(i, ()) if j in indexed]
-                d = self._verify(doc.id, p, f.candidates + local, prints, indexed)
+                local = [
+                    Candidate(indexed[j], prints[j].fingerprint, dist)
+                    for j, dist in near.get(i, ())
+                    if j in indexed
+                ]
+                d = self._verify(doc.id, p, f.candidates + local, prints, positions)
                 digests.setdefault(p.digest, doc.id)
                 indexed[i] = doc.id
+                positions[doc.id] = i
             decided[doc.id] = d
             out.append(d)
         self.index.insert([prints[i].entry(doc_id) for i, doc_id in indexed.items()])
+        for i, doc_id in indexed.items():  # recent documents are the likeliest originals
+            self.literal.remember(doc_id, prints[i].shingles)
         self.index.record(list(decided.values()))
         return out
 
@@ -84,21 +95,22 @@ class Detector:
             out.setdefault(int(i), []).append((int(j), int(dist[i, j])))
         return out
 
-    def _verify(self, doc_id: str, p: Print, candidates: list[Candidate], batch: list[Print],
-                indexed: dict[int, str]) -> Decision:
+    def _verify(
+        self,
+        doc_id: str,
+        p: Print,
+        candidates: list[Candidate],
+        batch: list[Print],
+        in_batch: dict[str, int],
+    ) -> Decision:
         """The literal pass: the most similar candidate above the threshold, if any."""
-        in_batch = {doc: i for i, doc in indexed.items()}
         if not candidates:
             return self._decision(doc_id, p, None, None, None)
         candidates = sorted(candidates, key=lambda c: (c.distance, c.id))[: self.max_candidates]
-        mine = shingle_set(p.token_keys, self.literal.n)
-        self.literal.remember(doc_id, mine)
+        mine = p.shingles
         best: tuple[float, Candidate] | None = None
         for c in candidates:
-            theirs = self.literal.get(c.id)
-            if theirs is None and c.id in in_batch:
-                theirs = shingle_set(batch[in_batch[c.id]].token_keys, self.literal.n)
-                self.literal.remember(c.id, theirs)
+            theirs = batch[in_batch[c.id]].shingles if c.id in in_batch else self.literal.get(c.id)
             if theirs is None:  # evicted from the cache since the batch's prefetch
                 self.literal.load(self.index.texts([c.id]))
                 theirs = self.literal.get(c.id)
@@ -111,12 +123,27 @@ class Detector:
             return self._decision(doc_id, p, best[1].id, best[1].distance, best[0])
         return self._decision(doc_id, p, None, None, None)
 
-    def _decision(self, doc_id: str, p: Print, dup: str | None, distance: int | None,
-                  similarity: float | None, exact: bool = False) -> Decision:
-        return Decision(id=doc_id, duplicate_of=dup, fingerprint=p.fingerprint,
-                        distance=distance, similarity=similarity, exact=exact,
-                        features=self.engine.version, namespace=self.index.namespace,
-                        detector=__version__)
+    def _decision(
+        self,
+        doc_id: str,
+        p: Print,
+        dup: str | None,
+        distance: int | None,
+        similarity: float | None,
+        exact: bool = False,
+    ) -> Decision:
+        return Decision(
+            id=doc_id,
+            duplicate_of=dup,
+            fingerprint=p.fingerprint,
+            distance=distance,
+            similarity=similarity,
+            exact=exact,
+            features=self.engine.version,
+            namespace=self.index.namespace,
+            detector=__version__,
+        )
+
 
 class Sink(Protocol):
     def decisions(self, decisions: list[Decision]) -> None: ...
@@ -137,10 +164,12 @@ class Counts:
     def summary(self) -> str:
         rate = self.records / self.seconds if self.seconds else 0.0
         reasons = ", ".join(f"{k} {v}" for k, v in sorted(self.reasons.items()))
-        return (f"{self.records} records: {self.unique} unique, {self.duplicates} duplicates "
-                f"({self.exact} exact copies), {self.errors} errors"
-                f"{' (' + reasons + ')' if reasons else ''}; "
-                f"{self.seconds:.1f} s, {rate:,.0f} records/s")
+        return (
+            f"{self.records} records: {self.unique} unique, {self.duplicates} duplicates "
+            f"({self.exact} exact copies), {self.errors} errors"
+            f"{' (' + reasons + ')' if reasons else ''}; "
+            f"{self.seconds:.1f} s, {rate:,.0f} records/s"
+        )
 
 
 RawRecord = tuple[bytes, dict[str, object]]  # the bytes and where they came from
@@ -157,8 +186,75 @@ def batches(records: Iterable[RawRecord], size: int) -> Iterator[list[RawRecord]
         yield batch
 
 
-def run(detector: Detector, records: Iterable[RawRecord], sink: Sink, batch_size: int,
-        max_bytes: int, progress=None) -> Counts:  # type: ignore[no-untyped-def]
+@dataclass
+class Prepared:
+    """A batch parsed and fingerprinted: everything that needs no index."""
+
+    size: int
+    docs: list[Document]
+    prints: list[Print]
+    errors: list[dict[str, object]]
+
+
+def prepare(engine: Engine, batch: list[RawRecord], max_bytes: int) -> Prepared:
+    docs, errors = [], []
+    for raw, where in batch:
+        try:
+            docs.append(parse_document(raw, max_bytes))
+        except BadRecord as bad:
+            errors.append(error_record(bad.reason, bad.detail, raw, **where))
+    return Prepared(len(batch), docs, engine.fingerprint(docs), errors)
+
+
+_worker_engine: Engine | None = None
+
+
+def _start_worker(engine: Engine) -> None:
+    global _worker_engine
+    _worker_engine = engine
+
+
+def _prepare_in_worker(batch: list[RawRecord], max_bytes: int) -> Prepared:
+    assert _worker_engine is not None
+    return prepare(_worker_engine, batch, max_bytes)
+
+
+def prepared(
+    engine: Engine,
+    records: Iterable[RawRecord],
+    batch_size: int,
+    max_bytes: int,
+    workers: int,
+    start_method: str = "spawn",
+) -> Iterator[Prepared]:
+    """Batches parsed and fingerprinted, in order. With workers, that work runs in other
+    processes ahead of the decisions, which must stay in order in this one. Fork starts
+    them at once but is only safe in a process without threads (`detect`, not `serve`)."""
+    if workers <= 0:
+        for batch in batches(records, batch_size):
+            yield prepare(engine, batch, max_bytes)
+        return
+    context = multiprocessing.get_context(start_method)
+    with ProcessPoolExecutor(workers, context, _start_worker, (engine,)) as pool:
+        pending: deque[Future[Prepared]] = deque()
+        for batch in batches(records, batch_size):
+            pending.append(pool.submit(_prepare_in_worker, batch, max_bytes))
+            if len(pending) > 2 * workers:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+
+
+def run(
+    detector: Detector,
+    records: Iterable[RawRecord],
+    sink: Sink,
+    batch_size: int,
+    max_bytes: int,
+    progress: Any = None,
+    workers: int = 0,
+    start_method: str = "spawn",
+) -> Counts:
     """Parse, decide and publish every record; bad ones become error records.
 
     Order per batch: 1. decide (and index) 2. publish decisions and errors 3. flush.
@@ -166,26 +262,24 @@ def run(detector: Detector, records: Iterable[RawRecord], sink: Sink, batch_size
     """
     counts = Counts()
     started = time.perf_counter()
-    for batch in batches(records, batch_size):
-        docs = []
-        for raw, where in batch:
-            try:
-                docs.append(parse_document(raw, max_bytes))
-            except BadRecord as bad:
-                counts.errors += 1
-                counts.reasons[bad.reason] = counts.reasons.get(bad.reason, 0) + 1
-                sink.error(error_record(bad.reason, bad.detail, raw, **where))
-        decisions = detector.process(docs) if docs else []
+    batches_ = prepared(detector.engine, records, batch_size, max_bytes, workers, start_method)
+    for batch in batches_:
+        for error in batch.errors:
+            counts.errors += 1
+            reason = str(error["reason"])
+            counts.reasons[reason] = counts.reasons.get(reason, 0) + 1
+            sink.error(error)
+        decisions = detector.process(batch.docs, batch.prints) if batch.docs else []
         for d in decisions:
             if d.duplicate_of is None:
                 counts.unique += 1
             else:
                 counts.duplicates += 1
                 counts.exact += d.exact
-        counts.records += len(batch)
+        counts.records += batch.size
         sink.decisions(decisions)
         sink.flush()
         if progress is not None:
-            progress.update(len(batch))
+            progress.update(batch.size)
     counts.seconds = time.perf_counter() - started
     return counts

@@ -40,8 +40,11 @@ def parse_document(raw: bytes, max_bytes: int = DEFAULT_MAX_BYTES) -> Document:
     if doc_id is None:
         raise BadRecord("missing_id")
     if not isinstance(doc_id, str) or not doc_id or len(doc_id) > MAX_ID_CHARS:
-        raise BadRecord("bad_id", f"id must be a non-empty string of at most {MAX_ID_CHARS} "
-                        f"characters, got {type(doc_id).__name__}")
+        raise BadRecord(
+            "bad_id",
+            f"id must be a non-empty string of at most {MAX_ID_CHARS} "
+            f"characters, got {type(doc_id).__name__}",
+        )
     if text is None:
         raise BadRecord("missing_text")
     if not isinstance(text, str):
@@ -52,9 +55,14 @@ def parse_document(raw: bytes, max_bytes: int = DEFAULT_MAX_BYTES) -> Document:
     if meta is not None and not isinstance(meta, dict):
         raise BadRecord("bad_meta", "meta must be an object")
     if embedding is not None:
-        ok = (isinstance(embedding, list) and embedding
-              and all(isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
-                      for x in embedding))
+        ok = (
+            isinstance(embedding, list)
+            and embedding
+            and all(
+                isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
+                for x in embedding
+            )
+        )
         if not ok:
             raise BadRecord("bad_embedding", "embedding must be a non-empty list of finite numbers")
         embedding = [float(x) for x in embedding]

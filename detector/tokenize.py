@@ -39,7 +39,8 @@ def fmix64(h: np.ndarray) -> np.ndarray:
         h = h * _U64(0xFF51AFD7ED558CCD)
         h = h ^ (h >> _U64(33))
         h = h * _U64(0xC4CEB93FE53A87E3)
-        return h ^ (h >> _U64(33))
+        out: np.ndarray = h ^ (h >> _U64(33))
+        return out
 
 
 @dataclass
@@ -118,7 +119,8 @@ def _code_points(padded: np.ndarray, at: np.ndarray) -> np.ndarray:
     three = ((b0 & 0x0F) << 12) | ((b1 & 0x3F) << 6) | (b2 & 0x3F)
     four = ((b0 & 0x07) << 18) | ((b1 & 0x3F) << 12) | ((b2 & 0x3F) << 6) | (b3 & 0x3F)
     code = np.where(b0 < 0xE0, two, np.where(b0 < 0xF0, three, four))
-    return np.minimum(code, 0x10FFFF)
+    out: np.ndarray = np.minimum(code, 0x10FFFF)
+    return out
 
 
 def _span_hash(padded: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:

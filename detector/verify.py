@@ -14,15 +14,46 @@ import numpy as np
 from .features import combine
 from .tokenize import tokenize
 
+SHINGLE_BITS = 48  # leaves 16 bits for the text's number when a batch is sorted at once
+_SHIFT = np.uint64(64 - SHINGLE_BITS)
+
 
 def shingle_set(token_keys: np.ndarray, n: int) -> np.ndarray:
-    """Sorted distinct hashes of the word n-shingles; a shorter text is one shingle."""
+    """Sorted distinct 48-bit hashes of the word n-shingles; a shorter text is one shingle."""
     if len(token_keys) == 0:
         return np.zeros(0, np.uint64)
     if len(token_keys) < n:
-        return combine(*token_keys[:, None]).reshape(1)
+        return combine(*token_keys[:, None]).reshape(1) >> _SHIFT
     m = len(token_keys) - n + 1
-    return np.unique(combine(*(token_keys[j : j + m] for j in range(n))))
+    return np.unique(combine(*(token_keys[j : j + m] for j in range(n))) >> _SHIFT)
+
+
+def shingle_sets(keys: np.ndarray, bounds: np.ndarray, n: int) -> list[np.ndarray]:
+    """shingle_set of every text of a batch at once (bounds as TokenBatch.bounds())."""
+    docs = len(bounds) - 1
+    if docs >= 1 << (64 - SHINGLE_BITS):
+        half = docs // 2
+        return shingle_sets(keys, bounds[: half + 1], n) + shingle_sets(
+            keys[bounds[half] :], bounds[half:] - bounds[half], n
+        )
+    doc = np.repeat(np.arange(docs, dtype=np.uint64), np.diff(bounds))
+    m = max(len(keys) - n + 1, 0)
+    start = np.flatnonzero(doc[:m] == doc[n - 1 :][:m]) if m else np.zeros(0, np.intp)
+    # One sort orders the whole batch by (text, shingle): the text number is the high bits.
+    tagged = np.sort(
+        (doc[start] << np.uint64(SHINGLE_BITS))
+        | (combine(*(keys[start + j] for j in range(n))) >> _SHIFT)
+    )
+    distinct = (
+        tagged[np.concatenate(([True], tagged[1:] != tagged[:-1]))] if len(tagged) else tagged
+    )
+    cut = np.searchsorted(distinct >> np.uint64(SHINGLE_BITS), np.arange(docs + 1, dtype=np.uint64))
+    low = distinct & np.uint64((1 << SHINGLE_BITS) - 1)
+    out = [low[cut[d] : cut[d + 1]] for d in range(docs)]
+    sizes = np.diff(bounds)
+    for d in np.flatnonzero((sizes > 0) & (sizes < n)):
+        out[d] = shingle_set(keys[bounds[d] : bounds[d + 1]], n)
+    return out
 
 
 def jaccard(a: np.ndarray, b: np.ndarray) -> float:
@@ -56,9 +87,8 @@ class LiteralCheck:
             return
         ids = list(texts)
         tb = tokenize([texts[i] for i in ids])
-        bounds = tb.bounds()
-        for d, doc_id in enumerate(ids):
-            self.remember(doc_id, shingle_set(tb.key[bounds[d] : bounds[d + 1]], self.n))
+        for doc_id, shingles in zip(ids, shingle_sets(tb.key, tb.bounds(), self.n), strict=True):
+            self.remember(doc_id, shingles)
 
     def get(self, doc_id: str) -> np.ndarray | None:
         found = self._cache.get(doc_id)

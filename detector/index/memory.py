@@ -1,35 +1,68 @@
-"""The in-memory index: the embedded default, and the batch overlay of every pipeline."""
+"""The in-memory index: the embedded default, with the interface of the Redis index.
+
+Each block table is a pair of numpy arrays sorted by key: the table key of every indexed
+fingerprint, and the fingerprint's position in the list of distinct fingerprints. A
+batch's lookup is then a few vectorized binary searches per table, not a dict probe per
+document and table. New fingerprints wait in a small unsorted tail, searched by brute
+force, until the tail is large enough to merge.
+
+Exact copies never reach the tables (the digest map answers them), and documents that
+share a fingerprint share one table entry, so repeated content cannot bloat a bucket.
+"""
 
 from __future__ import annotations
 
-import zlib
-from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
 
 from ..blocks import BlockScheme
 from ..errors import ConfigError
 from ..records import Decision
-from . import Candidate, Entry, Found, Query
+from . import Candidate, Entry, Found, Query, pack_text, unpack_text
+
+TAIL = 4096  # fingerprints waiting unsorted: scanned by brute force, then merged
+
+
+@dataclass
+class _Space:
+    """The tables of one kind of fingerprint (text, or vectors of one dimension)."""
+
+    fps: list[int] = field(default_factory=list)  # distinct fingerprints, in insertion order
+    ids: list[list[str]] = field(default_factory=list)  # documents of each fingerprint
+    position: dict[int, int] = field(default_factory=dict)  # fingerprint -> index in fps
+    keys: list[np.ndarray] = field(default_factory=list)  # per table, sorted
+    members: list[np.ndarray] = field(default_factory=list)  # per table, positions in fps
+    merged: int = 0  # fps[:merged] are in the tables; the rest is the tail
+    _array: np.ndarray = field(default_factory=lambda: np.zeros(1024, np.uint64))
+    _filled: int = 0
+
+    def array(self) -> np.ndarray:
+        """fps as a numpy array, kept up to date as fps grows (capacity doubles)."""
+        if len(self.fps) > len(self._array):
+            grown = np.zeros(max(2 * len(self._array), len(self.fps)), np.uint64)
+            grown[: self._filled] = self._array[: self._filled]
+            self._array = grown
+        if self._filled < len(self.fps):
+            self._array[self._filled : len(self.fps)] = self.fps[self._filled :]
+            self._filled = len(self.fps)
+        return self._array[: self._filled]
 
 
 class MemoryIndex:
-    """Block tables as dicts of buckets; each bucket holds distinct fingerprints.
-
-    Exact copies never reach the tables (the digest map answers them), and documents that
-    share a fingerprint share one bucket slot, so repeated content cannot bloat a bucket.
-    """
-
-    def __init__(self, scheme: BlockScheme, namespace: str = "default",
-                 compress: bool = True) -> None:
+    def __init__(
+        self, scheme: BlockScheme, namespace: str = "default", compress: bool = True
+    ) -> None:
         self.scheme = scheme
-        self.compress = compress
         self.namespace = namespace
+        self.compress = compress
         self.version: str | None = None
-        self._tables: dict[str, list[dict[int, list[int]]]] = {}
-        self._ids: dict[tuple[str, int], list[str]] = defaultdict(list)
+        self._spaces: dict[str, _Space] = {}
         self._digests: dict[str, str] = {}
         self._texts: dict[str, bytes | str] = {}
         self._decisions: dict[str, Decision] = {}
+        self._key_type = np.uint32 if max(scheme.key_bits()) <= 32 else np.uint64
 
     def bind(self, version: str) -> None:
         if self.version not in (None, version):
@@ -39,23 +72,49 @@ class MemoryIndex:
         self.version = version
 
     def lookup(self, queries: Sequence[Query]) -> list[Found]:
-        if not queries:
-            return []
-        keys = self.scheme.keys([q.fingerprint for q in queries])
-        out = []
-        for q, row in zip(queries, keys, strict=True):
-            tables = self._tables.get(q.space)
-            near: set[int] = set()
-            if tables:
-                for table, key in zip(tables, row, strict=True):
-                    near.update(table.get(key, ()))
-            cands = [
-                Candidate(self._ids[(q.space, fp)][0], fp, d)
-                for fp in near
-                if (d := (fp ^ q.fingerprint).bit_count()) <= self.scheme.k
-            ]
+        near: list[list[Candidate]] = [[] for _ in queries]
+        for name, space in self._spaces.items():
+            rows = [i for i, q in enumerate(queries) if q.space == name]
+            if rows:
+                for i, cands in zip(
+                    rows, self._near(space, [queries[i].fingerprint for i in rows]), strict=True
+                ):
+                    near[i] = cands
+        return [Found(self._digests.get(q.digest), c) for q, c in zip(queries, near, strict=True)]
+
+    def _near(self, space: _Space, fingerprints: list[int]) -> list[list[Candidate]]:
+        q = np.array(fingerprints, np.uint64)
+        fps = space.array()
+        which: list[np.ndarray] = []  # (query, position) pairs, possibly repeated
+        if space.merged:
+            keys = np.array(self.scheme.keys(fingerprints), np.uint64).astype(self._key_type)
+            for t, (table, members) in enumerate(zip(space.keys, space.members, strict=True)):
+                lo = np.searchsorted(table, keys[:, t], "left")
+                hi = np.searchsorted(table, keys[:, t], "right")
+                count = hi - lo
+                total = int(count.sum())
+                if total:
+                    query = np.repeat(np.arange(len(q)), count)
+                    offset = np.arange(total) - np.repeat(np.cumsum(count) - count, count)
+                    which.append(np.stack((query, members[np.repeat(lo, count) + offset])))
+        tail = np.arange(space.merged, len(fps))
+        if len(tail):
+            query, pos = np.nonzero(np.bitwise_count(q[:, None] ^ fps[None, tail]) <= self.scheme.k)
+            which.append(np.stack((query, tail[pos])))
+        out: list[list[Candidate]] = [[] for _ in fingerprints]
+        if not which:
+            return out
+        # Distinct (query, fingerprint) pairs: a pair sharing several table keys counts once.
+        flat = np.unique(np.concatenate(which, axis=1).T @ np.array([len(fps), 1]))
+        pairs = np.stack((flat // len(fps), flat % len(fps)))
+        dist = np.bitwise_count(q[pairs[0]] ^ fps[pairs[1]])
+        keep = dist <= self.scheme.k
+        for i, pos, d in zip(
+            pairs[0][keep].tolist(), pairs[1][keep].tolist(), dist[keep].tolist(), strict=True
+        ):
+            out[i].append(Candidate(space.ids[pos][0], space.fps[pos], d))
+        for cands in out:
             cands.sort(key=lambda c: (c.distance, c.id))
-            out.append(Found(self._digests.get(q.digest), cands))
         return out
 
     def texts(self, ids: Sequence[str]) -> dict[str, str]:
@@ -63,23 +122,41 @@ class MemoryIndex:
         for i in ids:
             t = self._texts.get(i)
             if t is not None:
-                out[i] = zlib.decompress(t).decode() if isinstance(t, bytes) else t
+                out[i] = unpack_text(t) if isinstance(t, bytes) else t
         return out
 
     def insert(self, entries: Sequence[Entry]) -> None:
-        if not entries:
-            return
-        keys = self.scheme.keys([e.fingerprint for e in entries])
-        for e, row in zip(entries, keys, strict=True):
+        for e in entries:
             self._digests.setdefault(e.digest, e.id)
-            self._texts[e.id] = zlib.compress(e.text.encode(), 1) if self.compress else e.text
-            ids = self._ids[(e.space, e.fingerprint)]
-            ids.append(e.id)
-            if len(ids) > 1:
-                continue  # the fingerprint is in every table already
-            tables = self._tables.setdefault(e.space, [{} for _ in self.scheme.tables])
-            for table, key in zip(tables, row, strict=True):
-                table.setdefault(key, []).append(e.fingerprint)
+            self._texts[e.id] = pack_text(e.text) if self.compress else e.text
+            space = self._spaces.get(e.space)
+            if space is None:
+                space = self._spaces[e.space] = _Space()
+            pos = space.position.get(e.fingerprint)
+            if pos is None:
+                space.position[e.fingerprint] = len(space.fps)
+                space.fps.append(e.fingerprint)
+                space.ids.append([e.id])
+            else:
+                space.ids[pos].append(e.id)
+        for space in self._spaces.values():
+            if len(space.fps) - space.merged >= TAIL:
+                self._merge(space)
+
+    def _merge(self, space: _Space) -> None:
+        """Move the tail into the sorted tables (a linear merge per table)."""
+        new = np.arange(space.merged, len(space.fps), dtype=np.uint32)
+        keys = np.array(self.scheme.keys(space.fps[space.merged :]), np.uint64)
+        if not space.keys:
+            space.keys = [np.zeros(0, self._key_type) for _ in self.scheme.tables]
+            space.members = [np.zeros(0, np.uint32) for _ in self.scheme.tables]
+        for t in range(len(self.scheme.tables)):
+            order = np.argsort(keys[:, t], kind="stable")
+            add = keys[order, t].astype(self._key_type)
+            at = np.searchsorted(space.keys[t], add, "right")
+            space.keys[t] = np.insert(space.keys[t], at, add)
+            space.members[t] = np.insert(space.members[t], at, new[order])
+        space.merged = len(space.fps)
 
     def decisions(self, ids: Sequence[str]) -> dict[str, Decision]:
         return {i: self._decisions[i] for i in ids if i in self._decisions}
@@ -89,10 +166,11 @@ class MemoryIndex:
             self._decisions.setdefault(d.id, d)
 
     def stats(self) -> dict[str, int]:
-        buckets = sum(len(t) for tables in self._tables.values() for t in tables)
         return {
             "documents": len(self._texts),
-            "fingerprints": len(self._ids),
-            "buckets": buckets,
-            "text_bytes": sum(len(t) for t in self._texts.values()),  # compressed
+            "fingerprints": sum(len(s.fps) for s in self._spaces.values()),
+            "table_bytes": sum(
+                a.nbytes for s in self._spaces.values() for a in (*s.keys, *s.members)
+            ),
+            "text_bytes": sum(len(t) for t in self._texts.values()),
         }
