@@ -18,12 +18,16 @@ from typing import Any, Protocol
 import numpy as np
 
 from . import __version__
+from .backoff import ExponentialBackoff
 from .blocks import BlockScheme
 from .engine import Engine, Print
-from .errors import BadRecord
-from .index import Candidate, Index
+from .errors import BackendUnavailable, BadRecord
+from .index import Candidate, Commit, Index
 from .records import Decision, Document, error_record, parse_document
 from .verify import LiteralCheck, jaccard
+
+MAX_ATTEMPTS = 20
+CONFLICT_BACKOFF = ExponentialBackoff(base=0.001, cap=0.1)
 
 
 class Detector:
@@ -42,13 +46,35 @@ class Detector:
         self.scheme = scheme
         self.literal = literal
         self.max_candidates = max_candidates
+        self.conflicts = 0  # commits that met another consumer's documents
         index.bind(engine.version)
 
     def process(self, docs: list[Document], prints: list[Print] | None = None) -> list[Decision]:
-        """Decide a batch in order; each document sees the index and the batch before it."""
-        prior = self.index.decisions([d.id for d in docs])
+        """Decide a batch in order; each document sees the index and the batch before it.
+
+        Optimistic: decide against a lookup, then commit. If another consumer indexed a
+        conflicting document meanwhile, the commit stops there and the rest of the batch
+        is decided again against a fresh lookup, which now sees that document.
+        """
         if prints is None:
             prints = self.engine.fingerprint(docs)
+        out: list[Decision] = []
+        for attempt in range(MAX_ATTEMPTS):
+            start = len(out)
+            items = self._decide(docs[start:], prints[start:])
+            committed = self.index.commit(items)
+            for i, item in enumerate(items[: committed.done]):
+                out.append(committed.stored.get(i, item.decision))
+                if item.entry is not None:  # recent documents are the likeliest originals
+                    self.literal.remember(item.decision.id, prints[start + i].shingles)
+            if len(out) == len(docs):
+                return out
+            self.conflicts += 1
+            time.sleep(CONFLICT_BACKOFF.compute(attempt))
+        raise BackendUnavailable(f"the index kept changing under {MAX_ATTEMPTS} attempts")
+
+    def _decide(self, docs: list[Document], prints: list[Print]) -> list[Commit]:
+        prior = self.index.decisions([d.id for d in docs])
         found = self.index.lookup([p.query() for p in prints])
         wanted = {c.id for f in found for c in f.candidates[: self.max_candidates]}
         self.literal.load(self.index.texts(sorted(wanted - self.literal.cached_ids(wanted))))
@@ -57,15 +83,16 @@ class Detector:
         decided: dict[str, Decision] = {}
         indexed: dict[int, str] = {}  # position in batch -> id, for documents indexed
         positions: dict[str, int] = {}  # and back
-        out = []
+        items = []
         for i, (doc, p, f) in enumerate(zip(docs, prints, found, strict=True)):
             earlier = prior.get(doc.id) or decided.get(doc.id)
             if earlier is not None:  # redelivered: the same answer again
-                out.append(earlier)
+                items.append(Commit(earlier, None, replay=True))
                 continue
             exact = f.exact or digests.get(p.digest)
             if exact is not None:
                 d = self._decision(doc.id, p, exact, 0, 1.0, exact=True)
+                items.append(Commit(d, None))
             else:
                 local = [
                     Candidate(indexed[j], prints[j].fingerprint, dist)
@@ -74,15 +101,11 @@ class Detector:
                 ]
                 d = self._verify(doc.id, p, f.candidates + local, prints, positions)
                 digests.setdefault(p.digest, doc.id)
-                indexed[i] = doc.id
                 positions[doc.id] = i
+                indexed[i] = doc.id
+                items.append(Commit(d, p.entry(doc.id)))
             decided[doc.id] = d
-            out.append(d)
-        self.index.insert([prints[i].entry(doc_id) for i, doc_id in indexed.items()])
-        for i, doc_id in indexed.items():  # recent documents are the likeliest originals
-            self.literal.remember(doc_id, prints[i].shingles)
-        self.index.record(list(decided.values()))
-        return out
+        return items
 
     def _near_in_batch(self, prints: list[Print]) -> dict[int, list[tuple[int, int]]]:
         """For each document, the earlier ones of the batch within distance k."""

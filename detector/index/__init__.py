@@ -50,6 +50,26 @@ class Candidate:
     distance: int
 
 
+@dataclass(frozen=True)
+class Commit:
+    """One decision to make durable; `entry` is set when the document joins the index."""
+
+    decision: Decision
+    entry: Entry | None
+    replay: bool = False  # an earlier decision repeated for a redelivered record: no write
+
+
+@dataclass
+class Committed:
+    """How far a commit went. `done` items, a prefix, are durable; the rest met a conflict
+    (a near-duplicate or an exact copy indexed by another consumer since the lookup) and
+    must be decided again. `stored` replaces decisions whose id another consumer decided
+    first: every delivery of a record gets that one decision."""
+
+    done: int
+    stored: dict[int, Decision]
+
+
 @dataclass
 class Found:
     exact: str | None  # id of an indexed exact copy
@@ -63,16 +83,17 @@ class Index(Protocol):
         """Tie the index to a fingerprint version; refuse one made by another."""
 
     def lookup(self, queries: Sequence[Query]) -> list[Found]:
-        """Exact copies and candidates of a batch, in one round trip."""
+        """Exact copies and candidates of a batch, in one round trip. The next commit
+        checks against what was indexed since this lookup."""
 
     def texts(self, ids: Sequence[str]) -> dict[str, str]:
         """Normalized texts of indexed documents (those still kept)."""
 
-    def insert(self, entries: Sequence[Entry]) -> None: ...
-
     def decisions(self, ids: Sequence[str]) -> dict[str, Decision]:
         """Earlier decisions for these ids: a redelivered record gets the same answer."""
 
-    def record(self, decisions: Sequence[Decision]) -> None: ...
+    def commit(self, items: Sequence[Commit]) -> Committed:
+        """Atomically check that nothing conflicting was indexed since the lookup, then
+        index the entries and store the decisions, in order."""
 
     def stats(self) -> dict[str, int]: ...

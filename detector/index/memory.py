@@ -20,7 +20,7 @@ import numpy as np
 from ..blocks import BlockScheme
 from ..errors import ConfigError
 from ..records import Decision
-from . import Candidate, Entry, Found, Query, pack_text, unpack_text
+from . import Candidate, Commit, Committed, Entry, Found, Query, pack_text, unpack_text
 
 TAIL = 4096  # fingerprints waiting unsorted: scanned by brute force, then merged
 
@@ -157,6 +157,20 @@ class MemoryIndex:
             space.keys[t] = np.insert(space.keys[t], at, add)
             space.members[t] = np.insert(space.members[t], at, new[order])
         space.merged = len(space.fps)
+
+    def commit(self, items: Sequence[Commit]) -> Committed:
+        """One process owns this index, so nothing can conflict since the lookup."""
+        stored = {}
+        for i, item in enumerate(items):
+            earlier = self._decisions.get(item.decision.id)
+            if earlier is not None:
+                if earlier is not item.decision:
+                    stored[i] = earlier
+                continue
+            if item.entry is not None:
+                self.insert([item.entry])
+            self.record([item.decision])
+        return Committed(len(items), stored)
 
     def decisions(self, ids: Sequence[str]) -> dict[str, Decision]:
         return {i: self._decisions[i] for i in ids if i in self._decisions}
