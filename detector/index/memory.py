@@ -7,7 +7,8 @@ document and table. New fingerprints wait in a small unsorted tail, searched by 
 force, until the tail is large enough to merge.
 
 Exact copies never reach the tables (the digest map answers them), and documents that
-share a fingerprint share one table entry, so repeated content cannot bloat a bucket.
+share a fingerprint (different texts, rarely) share one table entry and are all
+candidates.
 """
 
 from __future__ import annotations
@@ -112,7 +113,7 @@ class MemoryIndex:
         for i, pos, d in zip(
             pairs[0][keep].tolist(), pairs[1][keep].tolist(), dist[keep].tolist(), strict=True
         ):
-            out[i].append(Candidate(space.ids[pos][0], space.fps[pos], d))
+            out[i].extend(Candidate(doc_id, space.fps[pos], d) for doc_id in space.ids[pos])
         for cands in out:
             cands.sort(key=lambda c: (c.distance, c.id))
         return out
