@@ -10,7 +10,7 @@ from typing import Any
 
 from . import __version__
 from .blocks import NAMED
-from .config import DEFAULT_SCHEME, DEFAULT_THRESHOLD, EngineSettings, env
+from .config import DEFAULT_SCHEME, DEFAULT_THRESHOLD, EngineSettings, env, load_file
 from .errors import DetectorError
 from .records import DEFAULT_MAX_BYTES
 
@@ -104,6 +104,12 @@ def parser() -> argparse.ArgumentParser:
         "tables and a literal second pass.",
     )
     p.add_argument("--version", action="version", version=f"neardup {__version__}")
+    p.add_argument(
+        "--config",
+        metavar="FILE",
+        help="TOML file of option defaults (keys are option names); the "
+        "environment (NEARDUP_*) and the command line override it",
+    )
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     d = sub.add_parser(
@@ -170,10 +176,135 @@ def parser() -> argparse.ArgumentParser:
     )
     e.add_argument("--report", help="write a PNG report here")
     e.add_argument("--json", action="store_true", help="print the scores as one JSON line")
+
+    s = sub.add_parser(
+        "serve",
+        help="consume documents from Kafka, decide against Redis, publish decisions",
+        description="Run one member of a Kafka consumer group: documents from the input topic "
+        "are decided against the Redis index and the decisions published to the output topic; "
+        "bad records go to the dead-letter topic. Start more processes with the same --group "
+        "to scale out.",
+    )
+    _kafka_options(s)
+    s.add_argument(
+        "--redis-url",
+        default=env("redis_url", "redis://127.0.0.1:6379/0"),
+        help="Redis server (default: %(default)s)",
+    )
+    s.add_argument(
+        "--input-topic",
+        default=env("input_topic", "documents"),
+        help="topic of input documents (default: %(default)s)",
+    )
+    s.add_argument(
+        "--output-topic",
+        default=env("output_topic", "decisions"),
+        help="topic the decisions go to (default: %(default)s)",
+    )
+    s.add_argument(
+        "--dead-letter-topic",
+        default=env("dead_letter_topic", "documents.dead-letter"),
+        help="topic for records that cannot be decided (default: %(default)s)",
+    )
+    s.add_argument(
+        "--group",
+        default=env("group", "neardup"),
+        help="Kafka consumer group (default: %(default)s)",
+    )
+    s.add_argument(
+        "--index",
+        default=env("index", "default"),
+        help="index name: the Redis key namespace, so indexes can share a server "
+        "(default: %(default)s)",
+    )
+    s.add_argument(
+        "--batch-size",
+        type=int,
+        default=int(env("batch_size", "256") or 256),
+        help="records per poll and per Redis round trip (default: %(default)s)",
+    )
+    s.add_argument(
+        "--text-ttl",
+        type=int,
+        default=int(env("text_ttl", "0") or 0),
+        help="seconds the literal texts are kept for the second pass; 0 keeps them "
+        "(default: %(default)s)",
+    )
+    s.add_argument(
+        "--decision-ttl",
+        type=int,
+        default=int(env("decision_ttl", "0") or 0),
+        help="seconds a decision is remembered for redeliveries; 0 keeps it (default: %(default)s)",
+    )
+    s.add_argument(
+        "--metrics-port",
+        type=int,
+        default=int(env("metrics_port", "9464") or 0),
+        help="port of /metrics and /healthz; 0 turns them off (default: %(default)s)",
+    )
+    s.add_argument(
+        "--metrics-host",
+        default=env("metrics_host", "127.0.0.1"),
+        help="address of the metrics endpoint (default: %(default)s)",
+    )
+    _engine_options(s)
+
+    pr = sub.add_parser("produce", help="send a JSONL file to a Kafka topic, a record a line")
+    pr.add_argument("input", nargs="?", default="-", help="JSONL or JSONL.gz file; - for stdin")
+    pr.add_argument(
+        "--topic", default=env("input_topic", "documents"), help="(default: %(default)s)"
+    )
+    pr.add_argument(
+        "--partitions",
+        type=int,
+        default=None,
+        help="create the topic with this many partitions if it does not exist",
+    )
+    pr.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="progress bar on stderr (default: when stderr is a terminal)",
+    )
+    _kafka_options(pr)
+
+    t = sub.add_parser("tail", help="print the records arriving on a topic")
+    t.add_argument(
+        "--topic", default=env("output_topic", "decisions"), help="(default: %(default)s)"
+    )
+    t.add_argument("--from-beginning", action="store_true", help="start at the oldest record")
+    t.add_argument(
+        "--idle",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="stop after this long without a record (default: never)",
+    )
+    _kafka_options(t)
     return p
 
 
+def _kafka_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--bootstrap-servers",
+        default=env("bootstrap_servers", "127.0.0.1:9092"),
+        help="Kafka brokers, host:port[,host:port] (default: %(default)s)",
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        config = env("config")
+        if "--config" in argv:  # read before the parser is built: it supplies defaults
+            at = argv.index("--config")
+            config = argv[at + 1] if at + 1 < len(argv) else None
+            del argv[at : at + 2]
+        if config:
+            load_file(config)
+    except DetectorError as exc:
+        print(f"neardup: error: {exc}", file=sys.stderr)
+        return 2
     args = parser().parse_args(argv)
     try:
         if args.command == "detect":
@@ -182,6 +313,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _fit_idf(args)
         if args.command == "eval":
             return _eval(args)
+        if args.command == "serve":
+            return _serve(args)
+        if args.command == "produce":
+            return _produce(args)
+        if args.command == "tail":
+            return _tail(args)
     except DetectorError as exc:
         print(f"neardup: error: {exc}", file=sys.stderr)
         return 2
@@ -278,4 +415,93 @@ def _eval(args: argparse.Namespace) -> int:
     if args.report:
         plot_report(decisions, truth, args.threshold, args.report)
         print(f"neardup: report written to {args.report}", file=sys.stderr)
+    return 0
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import logging
+    import os
+    import socket
+
+    import redis
+
+    from .index.redis import RedisIndex
+    from .metrics import Health, serve_http
+    from .pipeline import Detector
+    from .service import Service, wait_for
+    from .stream.kafka import KafkaSettings, KafkaSink, KafkaSource, ensure_topics
+
+    logging.basicConfig(
+        level=logging.INFO,
+        stream=sys.stderr,
+        format="%(asctime)s %(name)s %(levelname)s %(message)s",
+    )
+    logging.getLogger("kafka").setLevel(logging.ERROR)
+    settings = _settings(args)
+    scheme = settings.block_scheme()
+    client = redis.Redis.from_url(args.redis_url, socket_timeout=30, socket_connect_timeout=5)
+    index = RedisIndex(client, scheme, args.index, args.text_ttl, args.decision_ttl)
+    detector = Detector(
+        settings.engine(), index, scheme, settings.literal(), settings.max_candidates, bind=False
+    )
+    health = Health()
+    if args.metrics_port:
+        serve_http(args.metrics_host, args.metrics_port, health)
+    wait_for("redis", lambda: index.bind(detector.engine.version))
+    kafka = KafkaSettings(args.bootstrap_servers, f"neardup-{socket.gethostname()}-{os.getpid()}")
+    topics = {args.output_topic: 1, args.dead_letter_topic: 1}
+    wait_for("kafka", lambda: ensure_topics(kafka, topics))
+    source = wait_for(
+        "kafka", lambda: KafkaSource(kafka, args.input_topic, args.group, args.batch_size)
+    )
+    sink = wait_for("kafka", lambda: KafkaSink(kafka, args.output_topic, args.dead_letter_topic))
+    logging.getLogger("neardup.serve").info(
+        "serving %s -> %s (group %s, index %s, %s)",
+        args.input_topic,
+        args.output_topic,
+        args.group,
+        args.index,
+        scheme.describe(),
+    )
+    Service(detector, source, sink, settings.max_bytes, health).run()
+    return 0
+
+
+def _produce(args: argparse.Namespace) -> int:
+    from .stream.files import input_label, open_input, read_lines
+    from .stream.kafka import KafkaSettings, ensure_topics, produce
+
+    kafka = KafkaSettings(args.bootstrap_servers)
+    if args.partitions:
+        ensure_topics(kafka, {args.topic: args.partitions})
+    show = sys.stderr.isatty() if args.progress is None else args.progress
+    progress: Any = None
+    if show:
+        from tqdm import tqdm
+
+        progress = tqdm(unit=" records", file=sys.stderr)
+    sent = 0
+    with open_input(args.input) as stream:
+        for n in produce(kafka, args.topic, read_lines(stream, input_label(args.input))):
+            sent += n
+            if progress is not None:
+                progress.update(n)
+    if progress is not None:
+        progress.close()
+    print(f"neardup: {sent} records sent to {args.topic}", file=sys.stderr)
+    return 0
+
+
+def _tail(args: argparse.Namespace) -> int:
+    from .stream.kafka import KafkaSettings, tail
+
+    idle = None if args.idle is None else int(args.idle * 1000)
+    try:
+        for value in tail(
+            KafkaSettings(args.bootstrap_servers), args.topic, args.from_beginning, idle
+        ):
+            sys.stdout.write(value.decode("utf-8", "replace") + "\n")
+            sys.stdout.flush()
+    except BrokenPipeError:
+        pass
     return 0

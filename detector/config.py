@@ -7,10 +7,12 @@ dashes as underscores), so containers and the command line configure the same th
 from __future__ import annotations
 
 import os
+import tomllib
 from dataclasses import dataclass
 
 from .blocks import BlockScheme
 from .engine import Engine
+from .errors import ConfigError
 from .features import FeatureConfig, Featurizer, IdfTable
 from .records import DEFAULT_MAX_BYTES
 from .verify import LiteralCheck
@@ -20,8 +22,27 @@ DEFAULT_SCHEME = "k6-b8"
 DEFAULT_THRESHOLD = 0.8
 
 
+_file_settings: dict[str, str] = {}
+
+
+def load_file(path: str) -> None:
+    """Settings from a TOML file (keys are option names); the environment and the
+    command line override them."""
+    try:
+        with open(path, "rb") as f:
+            body = tomllib.load(f)
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc}") from exc
+    section = body.get("neardup", body)
+    _file_settings.update(
+        {k.replace("-", "_"): str(v) for k, v in section.items() if not isinstance(v, dict)}
+    )
+
+
 def env(name: str, default: str | None = None) -> str | None:
-    return os.environ.get(f"NEARDUP_{name.upper().replace('-', '_')}", default)
+    """An option's default: NEARDUP_<NAME> in the environment, else the config file."""
+    key = name.replace("-", "_")
+    return os.environ.get(f"NEARDUP_{key.upper()}", _file_settings.get(key, default))
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,7 @@ class Detector:
         scheme: BlockScheme,
         literal: LiteralCheck,
         max_candidates: int = 32,
+        bind: bool = True,
     ) -> None:
         self.engine = engine
         self.index = index
@@ -47,7 +48,8 @@ class Detector:
         self.literal = literal
         self.max_candidates = max_candidates
         self.conflicts = 0  # commits that met another consumer's documents
-        index.bind(engine.version)
+        if bind:  # a server-side index binds once its server answers
+            index.bind(engine.version)
 
     def process(self, docs: list[Document], prints: list[Print] | None = None) -> list[Decision]:
         """Decide a batch in order; each document sees the index and the batch before it.
