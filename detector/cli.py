@@ -268,6 +268,49 @@ def parser() -> argparse.ArgumentParser:
     )
     _kafka_options(pr)
 
+    b = sub.add_parser(
+        "bench",
+        help="throughput, latency and Redis memory of serve, on a "
+        "running Kafka and Redis (prints figures)",
+    )
+    b.add_argument("corpus", help="JSONL or JSONL.gz records to send")
+    b.add_argument(
+        "--consumers",
+        type=int,
+        nargs="+",
+        default=[1, 2],
+        help="consumer counts to measure (default: 1 2)",
+    )
+    b.add_argument(
+        "--latency-seconds",
+        type=float,
+        default=20,
+        help="how long to produce at half the measured rate (default: %(default)s)",
+    )
+    b.add_argument(
+        "--memory-docs",
+        type=int,
+        default=1_000_000,
+        help="synthetic documents for the memory figure; 0 skips it (default: %(default)s)",
+    )
+    b.add_argument(
+        "--scheme",
+        default=env("scheme", DEFAULT_SCHEME),
+        help="block scheme of the serve processes (default: %(default)s)",
+    )
+    b.add_argument(
+        "--batch-size",
+        type=int,
+        default=int(env("batch_size", "256") or 256),
+        help="serve's batch size (default: %(default)s)",
+    )
+    b.add_argument(
+        "--redis-url",
+        default=env("redis_url", "redis://127.0.0.1:6379/0"),
+        help="Redis server (default: %(default)s)",
+    )
+    _kafka_options(b)
+
     t = sub.add_parser("tail", help="print the records arriving on a topic")
     t.add_argument(
         "--topic", default=env("output_topic", "decisions"), help="(default: %(default)s)"
@@ -319,6 +362,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _produce(args)
         if args.command == "tail":
             return _tail(args)
+        if args.command == "bench":
+            from .bench import main as bench
+
+            return bench(args)
     except DetectorError as exc:
         print(f"neardup: error: {exc}", file=sys.stderr)
         return 2
