@@ -230,17 +230,20 @@ class Featurizer:
     def _lookup(self, tb: TokenBatch) -> tuple[np.ndarray, np.ndarray]:
         """Feature hash and weight of every token, computing each new token once."""
         slot = self._table.find(tb.key)
+        h, w = self._table.hashes[slot], self._table.weights[slot]
         unknown = np.flatnonzero(slot < 0)
         if len(unknown):
-            keys, first = np.unique(tb.key[unknown], return_index=True)
+            keys, first, inverse = np.unique(
+                tb.key[unknown], return_index=True, return_inverse=True
+            )
             texts = [tb.buffer[tb.start[i] : tb.end[i]] for i in unknown[first]]
             hashes = np.fromiter((xxhash.xxh3_64_intdigest(t) for t in texts), _U64, len(texts))
             weights = np.fromiter(
                 (self.weights.weight(t.decode("utf-8")) for t in texts), np.float32, len(texts)
             )
             self._table.add(keys, hashes, weights)
-            slot = self._table.find(tb.key)
-        return self._table.hashes[slot], self._table.weights[slot]
+            h[unknown], w[unknown] = hashes[inverse], weights[inverse]
+        return h, w
 
 
 def combine(first: np.ndarray, *rest: np.ndarray) -> np.ndarray:

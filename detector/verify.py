@@ -66,7 +66,7 @@ def jaccard(a: np.ndarray, b: np.ndarray) -> float:
 class LiteralCheck:
     """Similarity of a new text to indexed texts, with a cache of indexed shingle sets."""
 
-    def __init__(self, threshold: float = 0.8, n: int = 5, cache_size: int = 4096) -> None:
+    def __init__(self, threshold: float = 0.8, n: int = 5, cache_size: int = 16384) -> None:
         self.threshold = threshold
         self.n = n
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
