@@ -28,7 +28,7 @@ def open_input(path: str) -> IO[bytes]:
     peek = raw.peek(2)[:2] if isinstance(raw, io.BufferedReader) else b""
     if peek == GZIP_MAGIC or (not peek and path.endswith(".gz")):
         # GzipFile's own readline is slow; a large buffer in front of it is not.
-        return io.BufferedReader(gzip.GzipFile(fileobj=raw), 1 << 20)  # type: ignore[return-value]
+        return io.BufferedReader(gzip.GzipFile(fileobj=raw), 1 << 20)
     return raw
 
 
