@@ -14,12 +14,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import combinations
+from math import comb
 
 import numpy as np
 
 from .errors import ConfigError
 
 BITS = 64
+MAX_TABLES = 1024
 Runs = tuple[tuple[int, int], ...]  # (first bit, width) of each contiguous piece of a key
 
 # Manku's layouts for k = 3 (his Table 1 family) and the wider ones measured for recall.
@@ -72,6 +74,11 @@ class BlockScheme:
         k, b1, b2 = int(m[1]), int(m[2]), int(m[3]) if m[3] else None
         if not (0 <= k < b1 <= BITS) or (b2 is not None and not k < b2 <= BITS):
             raise ConfigError(f"block scheme {spec!r}: need 0 <= k < blocks <= 64")
+        count = comb(b1, k) * (comb(b2, k) if b2 else 1)
+        if count > MAX_TABLES:
+            raise ConfigError(
+                f"block scheme {spec!r} needs {count} tables; at most {MAX_TABLES} are allowed"
+            )
         tables: list[Runs] = []
         for chosen in combinations(_split(list(range(BITS)), b1), b1 - k):
             kept = sorted(p for block in chosen for p in block)

@@ -10,7 +10,15 @@ from typing import Any
 
 from . import __version__
 from .blocks import NAMED
-from .config import DEFAULT_SCHEME, DEFAULT_THRESHOLD, EngineSettings, env, load_file
+from .config import (
+    DEFAULT_SCHEME,
+    DEFAULT_THRESHOLD,
+    EngineSettings,
+    env,
+    env_float,
+    env_int,
+    load_file,
+)
 from .errors import DetectorError
 from .records import DEFAULT_MAX_BYTES
 
@@ -26,13 +34,13 @@ def _engine_options(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--shingle-size",
         type=int,
-        default=int(env("shingle_size", "2") or 2),
+        default=env_int("shingle_size", 2),
         help="words per shingle with --features shingles (default: %(default)s)",
     )
     g.add_argument(
         "--cjk-ngram",
         type=int,
-        default=int(env("cjk_ngram", "2") or 2),
+        default=env_int("cjk_ngram", 2),
         help="character n-gram size for scripts written without spaces (default: %(default)s)",
     )
     g.add_argument(
@@ -52,32 +60,32 @@ def _engine_options(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--threshold",
         type=float,
-        default=float(env("threshold", str(DEFAULT_THRESHOLD)) or DEFAULT_THRESHOLD),
+        default=env_float("threshold", DEFAULT_THRESHOLD),
         help="literal pass: word-shingle Jaccard needed to call a candidate a "
         "duplicate (default: %(default)s)",
     )
     g.add_argument(
         "--literal-shingle",
         type=int,
-        default=int(env("literal_shingle", "5") or 5),
+        default=env_int("literal_shingle", 5),
         help="words per shingle in the literal pass (default: %(default)s)",
     )
     g.add_argument(
         "--max-candidates",
         type=int,
-        default=int(env("max_candidates", "32") or 32),
+        default=env_int("max_candidates", 32),
         help="nearest candidates verified per document (default: %(default)s)",
     )
     g.add_argument(
         "--vector-seed",
         type=int,
-        default=int(env("vector_seed", "0") or 0),
+        default=env_int("vector_seed", 0),
         help="seed of the random hyperplanes for records with an embedding (default: %(default)s)",
     )
     g.add_argument(
         "--max-bytes",
         type=int,
-        default=int(env("max_bytes", str(DEFAULT_MAX_BYTES)) or DEFAULT_MAX_BYTES),
+        default=env_int("max_bytes", DEFAULT_MAX_BYTES),
         help="largest accepted record in bytes (default: %(default)s)",
     )
 
@@ -125,7 +133,7 @@ def parser() -> argparse.ArgumentParser:
     d.add_argument(
         "--batch-size",
         type=int,
-        default=int(env("batch_size", "512") or 512),
+        default=env_int("batch_size", 512),
         help="records fingerprinted together (default: %(default)s)",
     )
     d.add_argument(
@@ -136,7 +144,7 @@ def parser() -> argparse.ArgumentParser:
     d.add_argument(
         "--workers",
         type=int,
-        default=int(env("workers", "1") or 1),
+        default=env_int("workers", 1),
         help="processes that parse and fingerprint ahead of the decisions; 0 "
         "does everything in one process (default: %(default)s)",
     )
@@ -220,26 +228,26 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--batch-size",
         type=int,
-        default=int(env("batch_size", "256") or 256),
+        default=env_int("batch_size", 256),
         help="records per poll and per Redis round trip (default: %(default)s)",
     )
     s.add_argument(
         "--text-ttl",
         type=int,
-        default=int(env("text_ttl", "0") or 0),
+        default=env_int("text_ttl", 0),
         help="seconds the literal texts are kept for the second pass; 0 keeps them "
         "(default: %(default)s)",
     )
     s.add_argument(
         "--decision-ttl",
         type=int,
-        default=int(env("decision_ttl", "0") or 0),
+        default=env_int("decision_ttl", 0),
         help="seconds a decision is remembered for redeliveries; 0 keeps it (default: %(default)s)",
     )
     s.add_argument(
         "--metrics-port",
         type=int,
-        default=int(env("metrics_port", "9464") or 0),
+        default=env_int("metrics_port", 9464),
         help="port of /metrics and /healthz; 0 turns them off (default: %(default)s)",
     )
     s.add_argument(
@@ -301,7 +309,7 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument(
         "--batch-size",
         type=int,
-        default=int(env("batch_size", "256") or 256),
+        default=env_int("batch_size", 256),
         help="serve's batch size (default: %(default)s)",
     )
     b.add_argument(
@@ -345,10 +353,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             del argv[at : at + 2]
         if config:
             load_file(config)
+        cli = parser()
     except DetectorError as exc:
         print(f"neardup: error: {exc}", file=sys.stderr)
         return 2
-    args = parser().parse_args(argv)
+    args = cli.parse_args(argv)
     try:
         if args.command == "detect":
             return _detect(args)

@@ -34,6 +34,7 @@ def load_file(path: str) -> None:
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"cannot read config file {path}: {exc}") from exc
     section = body.get("neardup", body)
+    _file_settings.clear()
     _file_settings.update(
         {k.replace("-", "_"): str(v) for k, v in section.items() if not isinstance(v, dict)}
     )
@@ -43,6 +44,22 @@ def env(name: str, default: str | None = None) -> str | None:
     """An option's default: NEARDUP_<NAME> in the environment, else the config file."""
     key = name.replace("-", "_")
     return os.environ.get(f"NEARDUP_{key.upper()}", _file_settings.get(key, default))
+
+
+def env_int(name: str, default: int) -> int:
+    value = env(name, str(default))
+    try:
+        return int(value or default)
+    except ValueError:
+        raise ConfigError(f"{name} must be a whole number, not {value!r}") from None
+
+
+def env_float(name: str, default: float) -> float:
+    value = env(name, str(default))
+    try:
+        return float(value or default)
+    except ValueError:
+        raise ConfigError(f"{name} must be a number, not {value!r}") from None
 
 
 @dataclass(frozen=True)

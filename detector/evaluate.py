@@ -28,6 +28,13 @@ def load_jsonl(path: str) -> list[dict[str, Any]]:
 def evaluate(
     decisions: list[dict[str, Any]], truth: list[dict[str, Any]], threshold: float = 0.8
 ) -> dict[str, Any]:
+    if truth and not all("id" in t and "max_jaccard_earlier" in t for t in truth[:1]):
+        raise ConfigError(
+            "the truth file needs id and max_jaccard_earlier on every line "
+            "(are the decisions and truth files the right way round?)"
+        )
+    if decisions and not all("id" in d and "decision" in d for d in decisions[:1]):
+        raise ConfigError("the decisions file needs id and decision on every line")
     order = {t["id"]: i for i, t in enumerate(truth)}
     actual = {t["id"]: t["max_jaccard_earlier"] >= threshold for t in truth}
     said = {d["id"]: d for d in decisions}

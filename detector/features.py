@@ -111,7 +111,18 @@ class IdfTable:
             raise ConfigError(f"cannot read IDF table {path}: {exc}") from exc
         if not isinstance(body, dict) or body.get("format") != IDF_FORMAT:
             raise ConfigError(f"{path} is not an IDF table of format {IDF_FORMAT}")
-        table = cls(body["doc_freq"], body["docs"])
+        doc_freq, docs = body.get("doc_freq"), body.get("docs")
+        counts_ok = isinstance(doc_freq, dict) and all(
+            isinstance(c, int) and not isinstance(c, bool) and c > 0 for c in doc_freq.values()
+        )
+        if (
+            not isinstance(doc_freq, dict)
+            or not counts_ok
+            or not isinstance(docs, int)
+            or isinstance(docs, bool)
+        ):
+            raise ConfigError(f"IDF table {path} is damaged: bad doc_freq or docs")
+        table = cls(doc_freq, docs)
         if table.version != body.get("version"):
             raise ConfigError(f"IDF table {path} is damaged: its version does not match")
         return table
@@ -300,7 +311,8 @@ def _shingles(
     docs = int(doc[-1]) + 1
     sizes = np.bincount(doc, minlength=docs)
     ok = np.zeros(len(h), bool)
-    ok[: len(h) - n + 1] = doc[: len(h) - n + 1] == doc[n - 1 :]
+    if len(h) >= n:
+        ok[: len(h) - n + 1] = doc[: len(h) - n + 1] == doc[n - 1 :]
     idx = np.flatnonzero(ok)
     short = np.flatnonzero(sizes[doc] < n)
     sh = combine(*(h[idx + j] for j in range(n)))

@@ -16,7 +16,8 @@ import unicodedata
 # Tags, comments and the bodies of script/style elements; crawled pages carry all three.
 _SCRIPT_STYLE = re.compile(r"<(script|style)\b[^>]*>.*?</\1\s*>", re.IGNORECASE | re.DOTALL)
 _COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
-_TAG = re.compile(r"</?[A-Za-z][^<>]*>")
+_TAG = re.compile(r"</?[A-Za-z][^<>]*>|<![^<>]*>")
+_ENTITY = re.compile(r"&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});")
 # Only pages that look like HTML lose their tags: plain text such as man pages writes
 # placeholders like <file> that are words, not markup.
 _LOOKS_LIKE_HTML = re.compile(
@@ -46,13 +47,17 @@ TOKEN = re.compile(f"[{_NO_SPACE_RANGES}]|(?:(?![{_NO_SPACE_RANGES}])\\w)+")
 
 
 def strip_markup(text: str) -> str:
-    """Remove HTML tags, comments, script/style bodies and decode entities."""
+    """Remove HTML tags, comments, script/style bodies and decode entities.
+
+    Tags go only from pages that look like HTML; in plain text only well-formed entities
+    (with their semicolon) are decoded, so `?a=1&copy=2` stays as written.
+    """
     if "<" in text and _LOOKS_LIKE_HTML.search(text):
         text = _SCRIPT_STYLE.sub(" ", text)
         text = _COMMENT.sub(" ", text)
-        text = _TAG.sub(" ", text)
+        return html.unescape(_TAG.sub(" ", text))
     if "&" in text:
-        text = html.unescape(text)
+        text = _ENTITY.sub(lambda m: html.unescape(m[0]), text)
     return text
 
 

@@ -113,11 +113,14 @@ class Detector:
         """For each document, the earlier ones of the batch within distance k."""
         fps = np.array([p.fingerprint for p in prints], np.uint64)
         spaces = np.array([p.space for p in prints])
-        dist = np.bitwise_count(fps[:, None] ^ fps[None, :])
-        close = np.tril((dist <= self.scheme.k) & (spaces[:, None] == spaces[None, :]), -1)
         out: dict[int, list[tuple[int, int]]] = {}
-        for i, j in zip(*np.nonzero(close), strict=True):
-            out.setdefault(int(i), []).append((int(j), int(dist[i, j])))
+        for top in range(0, len(fps), 1024):  # row blocks keep a large batch's matrix small
+            rows = np.arange(top, min(top + 1024, len(fps)))
+            dist = np.bitwise_count(fps[rows, None] ^ fps[None, : rows[-1]])
+            close = (dist <= self.scheme.k) & (spaces[rows, None] == spaces[None, : rows[-1]])
+            close &= rows[:, None] > np.arange(rows[-1])[None, :]
+            for r, j in zip(*np.nonzero(close), strict=True):
+                out.setdefault(int(rows[r]), []).append((int(j), int(dist[r, j])))
         return out
 
     def _verify(

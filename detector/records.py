@@ -34,6 +34,8 @@ def parse_document(raw: bytes, max_bytes: int = DEFAULT_MAX_BYTES) -> Document:
         raise BadRecord("invalid_utf8", str(exc)) from None
     except ValueError as exc:
         raise BadRecord("invalid_json", str(exc)) from None
+    except RecursionError:
+        raise BadRecord("invalid_json", "nested too deeply") from None
     if not isinstance(body, dict):
         raise BadRecord("not_an_object", f"got a JSON {type(body).__name__}")
     doc_id, text = body.get("id"), body.get("text")
@@ -49,24 +51,32 @@ def parse_document(raw: bytes, max_bytes: int = DEFAULT_MAX_BYTES) -> Document:
         raise BadRecord("missing_text")
     if not isinstance(text, str):
         raise BadRecord("bad_text", f"text must be a string, got {type(text).__name__}")
+    for name, value in (("id", doc_id), ("text", text)):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:  # a JSON escape of a lone surrogate: not a character
+            raise BadRecord("invalid_unicode", f"{name} holds a lone surrogate") from None
     url, embedding, meta = body.get("url"), body.get("embedding"), body.get("meta")
     if url is not None and not isinstance(url, str):
         raise BadRecord("bad_url", "url must be a string")
     if meta is not None and not isinstance(meta, dict):
         raise BadRecord("bad_meta", "meta must be an object")
     if embedding is not None:
-        ok = (
-            isinstance(embedding, list)
-            and embedding
-            and all(
-                isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
-                for x in embedding
-            )
-        )
-        if not ok:
-            raise BadRecord("bad_embedding", "embedding must be a non-empty list of finite numbers")
-        embedding = [float(x) for x in embedding]
+        embedding = _embedding(embedding)
     return Document(id=doc_id, text=text, url=url, embedding=embedding, meta=meta)
+
+
+def _embedding(value: object) -> list[float]:
+    if isinstance(value, list) and value:
+        try:
+            floats = [
+                float(x) for x in value if isinstance(x, int | float) and not isinstance(x, bool)
+            ]
+        except OverflowError:  # an integer literal beyond any float
+            floats = []
+        if len(floats) == len(value) and all(math.isfinite(x) for x in floats):
+            return floats
+    raise BadRecord("bad_embedding", "embedding must be a non-empty list of finite numbers")
 
 
 @dataclass

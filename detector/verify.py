@@ -31,10 +31,11 @@ def shingle_set(token_keys: np.ndarray, n: int) -> np.ndarray:
 def shingle_sets(keys: np.ndarray, bounds: np.ndarray, n: int) -> list[np.ndarray]:
     """shingle_set of every text of a batch at once (bounds as TokenBatch.bounds())."""
     docs = len(bounds) - 1
-    if docs >= 1 << (64 - SHINGLE_BITS):
-        half = docs // 2
-        return shingle_sets(keys, bounds[: half + 1], n) + shingle_sets(
-            keys[bounds[half] :], bounds[half:] - bounds[half], n
+    most = 1 << (64 - SHINGLE_BITS)  # texts that fit in the tag bits
+    if docs > most:
+        cut = bounds[most]
+        return shingle_sets(keys[:cut], bounds[: most + 1], n) + shingle_sets(
+            keys[cut:], bounds[most:] - cut, n
         )
     doc = np.repeat(np.arange(docs, dtype=np.uint64), np.diff(bounds))
     m = max(len(keys) - n + 1, 0)

@@ -27,9 +27,22 @@ def open_input(path: str) -> IO[bytes]:
             raise ConfigError(f"cannot open input {path}: {exc.strerror}") from exc
     peek = raw.peek(2)[:2] if isinstance(raw, io.BufferedReader) else b""
     if peek == GZIP_MAGIC or (not peek and path.endswith(".gz")):
-        # GzipFile's own readline is slow; a large buffer in front of it is not.
-        return io.BufferedReader(gzip.GzipFile(fileobj=raw), 1 << 20)
+        return _GzipLines(raw)
     return raw
+
+
+class _GzipLines(io.BufferedReader):
+    """gzip input behind a large buffer (GzipFile's own readline is slow); closing it
+    closes the file under it too, unless that is stdin."""
+
+    def __init__(self, raw: IO[bytes]) -> None:
+        super().__init__(gzip.GzipFile(fileobj=raw), 1 << 20)
+        self._under = raw
+
+    def close(self) -> None:
+        super().close()
+        if self._under is not sys.stdin.buffer:
+            self._under.close()
 
 
 def read_lines(stream: IO[bytes], source: str) -> Iterator[tuple[bytes, dict[str, object]]]:
@@ -37,6 +50,8 @@ def read_lines(stream: IO[bytes], source: str) -> Iterator[tuple[bytes, dict[str
     try:
         for number, line in enumerate(stream, start=1):
             record = line.rstrip(b"\r\n")
+            if number == 1:
+                record = record.removeprefix(b"\xef\xbb\xbf")  # a byte-order mark
             if record.strip():
                 yield record, {"source": source, "line": number}
     except (OSError, EOFError, gzip.BadGzipFile) as exc:
