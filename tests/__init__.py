@@ -1,0 +1,1 @@
+"""The unit suite of neardup (no network, no servers)."""

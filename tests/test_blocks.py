@@ -1,0 +1,240 @@
+"""detector.blocks: the pigeonhole guarantee of every block scheme, and spec parsing."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from detector.blocks import NAMED, BlockScheme
+from detector.config import DEFAULT_SCHEME
+from detector.errors import ConfigError
+
+from .conftest import ROOT
+
+EXTRA_SPECS = ["k3-b4", "k5-b7", "k6-b8", "k2-b3x3", "k0-b1", "k1-b2", "k4-b6x5"]
+# Every scheme the product offers: what the names stand for, the default, extras. (A name
+# parses to the very tables of its spec: test_names_are_their_specs.)
+ALL_SPECS = sorted(set(NAMED.values()) | {DEFAULT_SCHEME} | set(EXTRA_SPECS))
+SCHEMES = {spec: BlockScheme.parse(spec) for spec in ALL_SPECS}
+
+u64 = st.integers(min_value=0, max_value=2**64 - 1)
+
+
+def flip(fp: int, positions: list[int]) -> int:
+    for p in positions:
+        fp ^= 1 << p
+    return fp
+
+
+@st.composite
+def near_pair(draw: st.DrawFn, k: int) -> tuple[int, int]:
+    """Two fingerprints at Hamming distance 0..k exactly."""
+    a = draw(u64)
+    positions = draw(st.lists(st.integers(0, 63), max_size=k, unique=True))
+    return a, flip(a, positions)
+
+
+@pytest.mark.parametrize("spec", ALL_SPECS)
+def test_scheme_covers_all_64_bits_per_table_shape(spec: str) -> None:
+    scheme = SCHEMES[spec]
+    assert scheme.tables, "a scheme needs at least one table"
+    for runs in scheme.tables:
+        bits = [start + i for start, width in runs for i in range(width)]
+        assert len(bits) == len(set(bits)), "a key uses a bit twice"
+        assert all(0 <= b < 64 for b in bits)
+        assert bits, "an empty key would put every fingerprint in one bucket"
+    assert len(scheme.key_bits()) == len(scheme.tables)
+
+
+@pytest.mark.parametrize("spec", ALL_SPECS)
+@given(data=st.data())
+def test_any_pair_within_k_shares_a_table_key(spec: str, data: st.DataObject) -> None:
+    """Pigeonhole: fingerprints within distance k agree on the key of at least one table."""
+    scheme = SCHEMES[spec]
+    a, b = data.draw(near_pair(scheme.k))
+    ka, kb = scheme.keys([a, b])
+    assert any(x == y for x, y in zip(ka, kb, strict=True)), (hex(a), hex(b))
+
+
+@pytest.mark.parametrize("spec", ALL_SPECS)
+def test_worst_case_flips_share_a_table_key(spec: str) -> None:
+    """Exactly k flipped bits spread over different blocks: the adversarial case."""
+    scheme = SCHEMES[spec]
+    k = scheme.k
+    base = 0x0123456789ABCDEF
+    spreads = [
+        [int(i * 64 / max(k, 1)) % 64 for i in range(k)],  # one flip per block, spread out
+        list(range(k)),  # all in the first bits
+        list(range(63, 63 - k, -1)),  # all in the last bits
+        [(17 * i + 5) % 64 for i in range(k)],
+    ]
+    for positions in spreads:
+        positions = sorted(set(positions))
+        other = flip(base, positions)
+        ka, kb = scheme.keys([base, other])
+        assert any(x == y for x, y in zip(ka, kb, strict=True)), positions
+
+
+def adversarial_flips(scheme: BlockScheme) -> list[list[int]]:
+    """For every table, up to k bit positions outside its key that break as many other
+    tables' keys as possible (greedy hitting set): pairs that only that table can find.
+    Random flips rarely land like this, so these pairs test each table on its own."""
+    keys = [{start + i for start, width in runs for i in range(width)} for runs in scheme.tables]
+    out = []
+    for t, mine in enumerate(keys):
+        others = [other for u, other in enumerate(keys) if u != t]
+        flips: list[int] = []
+        while len(flips) < scheme.k:
+            unbroken = [o for o in others if not o & set(flips)]
+            if not unbroken:
+                break
+            free = [b for b in range(64) if b not in mine and b not in flips]
+            if not free:
+                break
+            flips.append(max(free, key=lambda b: (sum(b in o for o in unbroken), -b)))
+        out.append(flips)
+    return out
+
+
+@pytest.mark.parametrize("spec", ALL_SPECS)
+def test_adversarial_pairs_share_a_table_key(spec: str) -> None:
+    scheme = SCHEMES[spec]
+    for base in (0, 2**64 - 1, 0x0123456789ABCDEF):
+        for positions in adversarial_flips(scheme):
+            assert len(positions) <= scheme.k
+            ka, kb = scheme.keys([base, flip(base, positions)])
+            assert any(x == y for x, y in zip(ka, kb, strict=True)), positions
+
+
+def test_adversarial_pairs_depend_on_single_tables() -> None:
+    """The construction above has teeth: for plain kK-bB schemes each of its pairs shares
+    exactly one table key, so a scheme missing any table would fail the test above."""
+    for spec in ("k3-b4", "k5-b7", "k6-b8", "k3-b6"):
+        scheme = SCHEMES[spec]
+        for positions in adversarial_flips(scheme):
+            ka, kb = scheme.keys([0, flip(0, positions)])
+            assert sum(x == y for x, y in zip(ka, kb, strict=True)) == 1, (spec, positions)
+
+
+@pytest.mark.parametrize("spec", ALL_SPECS)
+@given(fps=st.lists(u64, min_size=16, max_size=40))
+def test_vectorized_keys_equal_scalar_keys(spec: str, fps: list[int]) -> None:
+    """keys() takes a numpy path from 16 fingerprints on; both paths give the same keys."""
+    scheme = SCHEMES[spec]
+    batch = scheme.keys(fps)
+    one_by_one = [scheme.keys([fp])[0] for fp in fps]
+    assert batch == one_by_one
+    assert all(isinstance(k, int) for row in batch for k in row)
+
+
+@pytest.mark.parametrize("spec", ALL_SPECS)
+@given(fp=u64)
+def test_key_is_exactly_the_selected_bits(spec: str, fp: int) -> None:
+    """Each key is the fingerprint's bits of that table's runs, packed in order."""
+    scheme = SCHEMES[spec]
+    row = scheme.keys([fp])[0]
+    for runs, key in zip(scheme.tables, row, strict=True):
+        expected, offset = 0, 0
+        for start, width in runs:
+            expected |= ((fp >> start) & ((1 << width) - 1)) << offset
+            offset += width
+        assert key == expected
+
+
+@pytest.mark.parametrize(
+    ("spec", "tables", "k"),
+    [
+        ("manku-4", 4, 3),
+        ("k3-b4", 4, 3),
+        ("manku-10", 10, 3),
+        ("manku-16", 16, 3),
+        ("manku-20", 20, 3),
+        ("k5-b7", 21, 5),
+        ("k6-b8", 28, 6),
+        ("k2-b3x3", 9, 2),
+        ("k0-b1", 1, 0),
+    ],
+)
+def test_table_counts_follow_the_binomials(spec: str, tables: int, k: int) -> None:
+    scheme = BlockScheme.parse(spec)
+    assert (len(scheme.tables), scheme.k) == (tables, k)
+    assert scheme.name == spec
+    assert str(k) in scheme.describe()
+
+
+@pytest.mark.parametrize("name", sorted(NAMED))
+def test_names_are_their_specs(name: str) -> None:
+    by_name, by_spec = BlockScheme.parse(name), BlockScheme.parse(NAMED[name])
+    assert (by_name.k, by_name.tables) == (by_spec.k, by_spec.tables)
+    assert by_name.name == name
+
+
+def test_manku_4_is_four_16_bit_blocks() -> None:
+    scheme = BlockScheme.parse("manku-4")
+    assert scheme.key_bits() == [16, 16, 16, 16]
+    assert sorted(scheme.tables) == [((0, 16),), ((16, 16),), ((32, 16),), ((48, 16),)]
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "",
+        "k3",
+        "b4",
+        "k3-b3",
+        "k4-b4",
+        "k3-b2",
+        "k3-b65",
+        "k-1-b4",
+        "k3-b0",
+        "k3-b4x3",
+        "k3-b4x2",
+        "k3-b4x65",
+        "k3-b4x64",
+        "k3-b4x",
+        "k3-b4x0",
+        "kx-b4",
+        "K3-B4",
+        " k3-b4",
+        "k3-b4 ",
+        "manku-5",
+        "manku",
+        "k3_b4",
+        "k3-b4x4x4",
+        "k1.5-b4",
+        "k3-b99999999999999999999",
+    ],
+)
+def test_parse_rejects_bad_specs(spec: str) -> None:
+    with pytest.raises(ConfigError):
+        BlockScheme.parse(spec)
+
+
+def test_parse_refuses_a_scheme_with_an_astronomical_number_of_tables() -> None:
+    """k32-b64 would need C(64, 32) ~ 1.8e18 tables: a clean ConfigError, not a hang.
+
+    Run in a child process with a memory cap and a 3 s limit, so that a parser that
+    tries to build the tables fails this test instead of taking the machine down.
+    """
+    code = (
+        "import resource, sys\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))\n"
+        "from detector.blocks import BlockScheme\n"
+        "from detector.errors import ConfigError\n"
+        "try:\n"
+        "    BlockScheme.parse('k32-b64')\n"
+        "except ConfigError:\n"
+        "    sys.exit(0)\n"
+        "sys.exit(3)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    try:
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, env=env, timeout=3)
+    except subprocess.TimeoutExpired:
+        pytest.fail("BlockScheme.parse('k32-b64') did not return within 3 s")
+    assert done.returncode == 0, done.stderr.decode()[-500:]

@@ -1,0 +1,458 @@
+"""detector.cli: `neardup detect`, `fit-idf` and the options, through main() and as a process."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from detector.cli import main, parser
+from detector.features import IdfTable
+
+from .conftest import SAMPLE, read_jsonl, run_module, verdicts, write_jsonl
+
+
+def words_text(seed: int, n: int = 300) -> str:
+    rng = random.Random(seed)
+    return " ".join(f"w{rng.randrange(20_000)}" for _ in range(n))
+
+
+TEXT = words_text(1)
+NEAR = " ".join(w if i % 97 else "changed" for i, w in enumerate(TEXT.split()))
+OTHER = words_text(2)
+
+
+def detect(
+    tmp_path: Path, records: list[Any], *options: str, gz: bool = False, name: str = "in.jsonl"
+) -> tuple[int, list[dict[str, Any]], list[dict[str, Any]]]:
+    """Run `neardup detect` in process; return (exit code, decisions, error records)."""
+    src = write_jsonl(tmp_path / (name + (".gz" if gz else "")), records, gz=gz)
+    out, err = tmp_path / "out.jsonl", tmp_path / "errors.jsonl"
+    code = main(
+        ["detect", str(src), "-o", str(out), "--errors", str(err), "--no-progress", *options]
+    )
+    decisions = read_jsonl(out) if out.exists() else []
+    errors = read_jsonl(err) if err.exists() else []
+    return code, decisions, errors
+
+
+# --- bad input through detect ------------------------------------------------------------
+
+BAD_LINES: dict[str, tuple[bytes, str]] = {
+    "not json": (b"{not json", "invalid_json"),
+    "invalid utf-8": (b'{"id": "x", "text": "\xff\xfe"}', "invalid_utf8"),
+    "array": (b"[1, 2]", "not_an_object"),
+    "number": (b"3.14", "not_an_object"),
+    "string": (b'"text"', "not_an_object"),
+    "missing id": (b'{"text": "t"}', "missing_id"),
+    "id a number": (b'{"id": 7, "text": "t"}', "bad_id"),
+    "empty id": (b'{"id": "", "text": "t"}', "bad_id"),
+    "missing text": (b'{"id": "x"}', "missing_text"),
+    "text a list": (b'{"id": "x", "text": ["t"]}', "bad_text"),
+    "embedding strings": (b'{"id": "x", "text": "t", "embedding": ["a"]}', "bad_embedding"),
+    "embedding NaN": (b'{"id": "x", "text": "t", "embedding": [NaN]}', "bad_embedding"),
+    "embedding empty": (b'{"id": "x", "text": "t", "embedding": []}', "bad_embedding"),
+    "embedding bool": (b'{"id": "x", "text": "t", "embedding": [true]}', "bad_embedding"),
+    "meta a list": (b'{"id": "x", "text": "t", "meta": [1]}', "bad_meta"),
+    "url a number": (b'{"id": "x", "text": "t", "url": 1}', "bad_url"),
+    "too large": (json.dumps({"id": "x", "text": "y" * 5000}).encode(), "too_large"),
+}
+
+
+@pytest.mark.parametrize("batch_size", ["1", "512"])
+def test_every_bad_line_is_one_error_record_and_good_lines_are_decided(
+    tmp_path: Path, batch_size: str
+) -> None:
+    lines: list[Any] = [{"id": "first", "text": TEXT}]
+    expected_errors = []
+    for n, (raw, reason) in enumerate(BAD_LINES.values()):
+        lines.append(raw)
+        expected_errors.append((len(lines), reason))
+        lines.append({"id": f"good{n}", "text": TEXT if n % 2 else OTHER})
+    lines.append(b"")  # blank lines are skipped, but still counted as lines
+    lines.append(b"   \t")
+    lines.append({"id": "last", "text": NEAR})
+    code, decisions, errors = detect(
+        tmp_path, lines, "--batch-size", batch_size, "--max-bytes", "4000", "--workers", "0"
+    )
+    assert code == 0
+    assert [(e["line"], e["reason"]) for e in errors] == expected_errors
+    for e in errors:
+        assert e["source"] == "in.jsonl"
+        assert e["raw_base64"] and e["detail"] is not None
+    good = ["first"] + [f"good{n}" for n in range(len(BAD_LINES))] + ["last"]
+    assert [d["id"] for d in decisions] == good
+    by_id = {d["id"]: d for d in decisions}
+    assert by_id["last"]["decision"] == "duplicate" and by_id["last"]["duplicate_of"] == "first"
+    assert by_id["good1"]["exact"] is True and by_id["good1"]["duplicate_of"] == "first"
+
+
+@pytest.mark.parametrize(
+    ("case", "raw"),
+    [
+        (
+            "integer too large for a float",
+            b'{"id": "x", "text": "t", "embedding": [1' + b"0" * 400 + b"]}",
+        ),
+        ("deeply nested json", b"[" * 100_000 + b"]" * 100_000),
+        ("lone surrogate in the text", b'{"id": "x", "text": "bad \\ud800 text"}'),
+        ("lone surrogate in the id", b'{"id": "\\udc00", "text": "bad id"}'),
+    ],
+)
+def test_detect_survives_hostile_lines(tmp_path: Path, case: str, raw: bytes) -> None:
+    """Lines that are valid JSON text but break Python-level assumptions: each gets a
+    decision or an error record, and the lines around it are decided; the exit code is 0."""
+    lines = [{"id": "before", "text": TEXT}, raw, {"id": "after", "text": NEAR}]
+    code, decisions, errors = detect(tmp_path, lines, "--workers", "0", "--batch-size", "1")
+    assert code == 0
+    ids = [d["id"] for d in decisions]
+    assert ids[0] == "before" and ids[-1] == "after"
+    assert len(decisions) + len(errors) == 3, "every line accounted for"
+    assert all(e["line"] == 2 for e in errors)
+
+
+def test_gzip_input_and_output(tmp_path: Path) -> None:
+    records = [{"id": "a", "text": TEXT}, {"id": "b", "text": NEAR}, {"id": "c", "text": OTHER}]
+    src = write_jsonl(tmp_path / "in.jsonl.gz", records, gz=True)
+    out = tmp_path / "out.jsonl.gz"
+    assert main(["detect", str(src), "-o", str(out), "--workers", "0", "--no-progress"]) == 0
+    with gzip.open(out, "rt") as f:
+        decisions = [json.loads(line) for line in f]
+    assert [(d["id"], d["decision"], d["duplicate_of"]) for d in decisions] == [
+        ("a", "unique", None),
+        ("b", "duplicate", "a"),
+        ("c", "unique", None),
+    ]
+    # gzip is recognized by its magic bytes, whatever the file is called
+    renamed = tmp_path / "renamed.jsonl"
+    renamed.write_bytes(src.read_bytes())
+    code, decisions2, _ = detect(tmp_path, [], "--workers", "0", name="unused")
+    assert code == 0 and decisions2 == []
+    assert (
+        main(
+            [
+                "detect",
+                str(renamed),
+                "-o",
+                str(tmp_path / "o2.jsonl"),
+                "--workers",
+                "0",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
+    assert verdicts(read_jsonl(tmp_path / "o2.jsonl")) == verdicts(decisions)
+
+
+def test_stdin_input_and_stdout_output() -> None:
+    body = b"".join(
+        json.dumps(r).encode() + b"\n"
+        for r in [{"id": "a", "text": TEXT}, {"id": "b", "text": TEXT}]
+    )
+    body += b"garbage\n"
+    done = run_module(["detect", "-", "--no-progress"], stdin=body)
+    assert done.returncode == 0, done.stderr.decode()
+    decisions = [json.loads(line) for line in done.stdout.decode().splitlines()]
+    assert [(d["id"], d["decision"], d["exact"]) for d in decisions] == [
+        ("a", "unique", False),
+        ("b", "duplicate", True),
+    ]
+    stderr = done.stderr.decode()
+    error_lines = [json.loads(line) for line in stderr.splitlines() if line.startswith("{")]
+    assert [(e["line"], e["reason"]) for e in error_lines] == [(3, "invalid_json")]
+    assert "Traceback" not in stderr
+
+
+def test_gzip_on_stdin_with_worker_processes() -> None:
+    body = gzip.compress(
+        b"".join(
+            json.dumps(r).encode() + b"\n"
+            for r in [
+                {"id": "a", "text": TEXT},
+                {"id": "b", "text": NEAR},
+                {"id": "c", "text": OTHER},
+            ]
+        )
+    )
+    done = run_module(
+        ["detect", "--no-progress", "--workers", "2", "--batch-size", "1"], stdin=body
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    decisions = [json.loads(line) for line in done.stdout.decode().splitlines()]
+    assert [(d["id"], d["decision"], d["duplicate_of"]) for d in decisions] == [
+        ("a", "unique", None),
+        ("b", "duplicate", "a"),
+        ("c", "unique", None),
+    ]
+
+
+# --- decisions ------------------------------------------------------------------------
+
+
+def test_batch_size_does_not_change_decisions(tmp_path: Path) -> None:
+    records = read_jsonl(SAMPLE)[:150]
+    _, one, _ = detect(tmp_path, records, "--batch-size", "1", "--workers", "0")
+    _, big, _ = detect(tmp_path, records, "--batch-size", "1000", "--workers", "0")
+    _, workers, _ = detect(tmp_path, records, "--batch-size", "7", "--workers", "2")
+    assert len(one) == len(records)
+    assert verdicts(one) == verdicts(big) == verdicts(workers)
+
+
+def test_repeated_ids_and_order(tmp_path: Path) -> None:
+    records = [
+        {"id": "a", "text": TEXT},
+        {"id": "b", "text": OTHER},
+        {"id": "c", "text": NEAR},
+        {"id": "a", "text": OTHER},
+        {"id": "c", "text": NEAR},
+    ]
+    code, decisions, _ = detect(tmp_path, records, "--batch-size", "2", "--workers", "0")
+    assert code == 0
+    assert [d["id"] for d in decisions] == ["a", "b", "c", "a", "c"]
+    assert decisions[3] == decisions[0]
+    assert decisions[4] == decisions[2]
+    assert decisions[2]["duplicate_of"] == "a"
+
+
+def test_options_from_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    records = [{"id": "a", "text": TEXT}, {"id": "b", "text": NEAR}]
+    _, default, _ = detect(tmp_path, records, "--workers", "0")
+    assert default[1]["decision"] == "duplicate"
+    monkeypatch.setenv("NEARDUP_THRESHOLD", "0.999")
+    monkeypatch.setenv("NEARDUP_INDEX", "from-env")
+    _, strict, _ = detect(tmp_path, records, "--workers", "0")
+    assert strict[1]["decision"] == "unique"
+    assert strict[0]["index"] == "from-env"
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"), [("NEARDUP_BATCH_SIZE", "lots"), ("NEARDUP_THRESHOLD", "high")]
+)
+def test_a_malformed_environment_value_is_a_clean_error(
+    tmp_path: Path,
+    variable: str,
+    value: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A wrong NEARDUP_* value is a configuration error like a wrong --option value:
+    exit code 2 and a message, not a Python traceback (main() must not raise)."""
+    src = write_jsonl(tmp_path / "in.jsonl", [{"id": "a", "text": "b"}])
+    monkeypatch.setenv(variable, value)
+    try:
+        code = main(["detect", str(src), "--workers", "0"])
+    except SystemExit as exit_:  # argparse's own clean error would be fine too
+        code = exit_.code  # type: ignore[assignment]
+    assert code == 2
+    assert value in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--scheme", "k3-b3"], "scheme"),
+        (["--scheme", "nonsense"], "scheme"),
+        (["--features", "words", "--shingle-size", "0"], "shingle"),
+        (["--cjk-ngram", "9"], "n-gram"),
+    ],
+)
+def test_bad_engine_options_are_clean_errors(
+    tmp_path: Path, options: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, _ = detect(tmp_path, [{"id": "a", "text": "b"}], *options)
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "neardup: error:" in err and message in err.lower()
+
+
+def test_missing_input_is_a_clean_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["detect", str(tmp_path / "nope.jsonl"), "--no-progress"]) == 2
+    assert "nope.jsonl" in capsys.readouterr().err
+
+
+# --- fit-idf ------------------------------------------------------------------------------
+
+
+def test_fit_idf_writes_a_table_that_detect_loads(tmp_path: Path) -> None:
+    corpus = [
+        {"id": f"c{i}", "text": words_text(100 + i, 50) + " common words here"} for i in range(30)
+    ]
+    corpus.append(b"not json: skipped when fitting")
+    src = write_jsonl(tmp_path / "corpus.jsonl", corpus)
+    table_path = tmp_path / "idf.json.gz"
+    assert main(["fit-idf", str(src), "-o", str(table_path), "--min-df", "2"]) == 0
+    table = IdfTable.load(table_path)
+    assert table.docs == 30
+    assert table.doc_freq["common"] == 30
+    assert all(df >= 2 for df in table.doc_freq.values())
+    assert table.weight("common") < table.weight("a-word-never-seen")
+
+    records = [{"id": "a", "text": TEXT}, {"id": "b", "text": NEAR}, {"id": "c", "text": OTHER}]
+    code, decisions, _ = detect(tmp_path, records, "--idf", str(table_path), "--workers", "0")
+    assert code == 0
+    assert [d["decision"] for d in decisions] == ["unique", "duplicate", "unique"]
+    assert table.version in decisions[0]["features"]
+    _, plain, _ = detect(tmp_path, records, "--workers", "0")
+    assert plain[0]["features"] != decisions[0]["features"]
+
+
+def _gz(path: Path, body: bytes) -> Path:
+    with gzip.open(path, "wb") as f:
+        f.write(body)
+    return path
+
+
+def damaged_tables(tmp_path: Path) -> dict[str, Path]:
+    good = IdfTable({"alpha": 3, "beta": 1}, 5)
+    tables = {
+        "plain text": tmp_path / "t.txt",
+        "json not gzip": tmp_path / "t.json",
+        "truncated gzip": tmp_path / "trunc.gz",
+        "gzip of garbage": _gz(tmp_path / "garbage.gz", b"\x00\x01 not json"),
+        "a json array": _gz(tmp_path / "array.gz", b"[1, 2, 3]"),
+        "another format": _gz(
+            tmp_path / "other.gz",
+            json.dumps({"format": "something-else/2", "docs": 1, "doc_freq": {}}).encode(),
+        ),
+        "edited counts": _gz(
+            tmp_path / "edited.gz",
+            json.dumps(
+                {
+                    "format": "neardup-idf/1",
+                    "version": good.version,
+                    "docs": 5,
+                    "doc_freq": {"alpha": 4, "beta": 1},
+                }
+            ).encode(),
+        ),
+        "format only": _gz(tmp_path / "bare.gz", json.dumps({"format": "neardup-idf/1"}).encode()),
+        "doc_freq a list": _gz(
+            tmp_path / "list.gz",
+            json.dumps(
+                {"format": "neardup-idf/1", "version": "idf-x", "docs": 5, "doc_freq": ["alpha"]}
+            ).encode(),
+        ),
+        "docs a string": _gz(
+            tmp_path / "docs.gz",
+            json.dumps(
+                {
+                    "format": "neardup-idf/1",
+                    "version": good.version,
+                    "docs": "5",
+                    "doc_freq": good.doc_freq,
+                }
+            ).encode(),
+        ),
+        "counts as strings": _gz(
+            tmp_path / "strcounts.gz",
+            json.dumps(
+                {
+                    "format": "neardup-idf/1",
+                    "version": good.version,
+                    "docs": 5,
+                    "doc_freq": {"alpha": "3", "beta": "1"},
+                }
+            ).encode(),
+        ),
+    }
+    tables["plain text"].write_text("hello")
+    tables["json not gzip"].write_text(json.dumps({"format": "neardup-idf/1"}))
+    tables["truncated gzip"].write_bytes(gzip.compress(b'{"format": "neardup-idf/1"}')[:12])
+    return tables
+
+
+DAMAGED = [
+    "plain text",
+    "json not gzip",
+    "truncated gzip",
+    "gzip of garbage",
+    "a json array",
+    "another format",
+    "edited counts",
+    "format only",
+    "doc_freq a list",
+    "docs a string",
+    "counts as strings",
+]
+
+
+@pytest.mark.parametrize("case", DAMAGED)
+def test_damaged_or_foreign_idf_table_is_a_clean_error(
+    tmp_path: Path, case: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Exit code 2 and one line of explanation; main() must not raise (a traceback)."""
+    table = damaged_tables(tmp_path)[case]
+    # The table's own tokens occur, so that a table that loads but cannot weigh is caught.
+    code, decisions, _ = detect(
+        tmp_path,
+        [{"id": "a", "text": "alpha words here"}, {"id": "b", "text": "beta words there"}],
+        "--idf",
+        str(table),
+        "--workers",
+        "0",
+    )
+    assert code == 2
+    assert "neardup: error:" in capsys.readouterr().err
+    assert decisions == [], "no decisions with an unusable table"
+
+
+def test_damaged_idf_table_as_a_process(tmp_path: Path) -> None:
+    table = damaged_tables(tmp_path)["edited counts"]
+    src = write_jsonl(tmp_path / "in.jsonl", [{"id": "a", "text": "alpha"}])
+    done = run_module(["detect", str(src), "--idf", str(table)])
+    stderr = done.stderr.decode()
+    assert done.returncode == 2 and "Traceback" not in stderr
+    assert "damaged" in stderr and done.stdout == b""
+
+
+# --- help -----------------------------------------------------------------------------
+
+DETECT_OPTIONS = [
+    "--output",
+    "--errors",
+    "--batch-size",
+    "--index-name",
+    "--workers",
+    "--progress",
+    "--features",
+    "--shingle-size",
+    "--cjk-ngram",
+    "--idf",
+    "--scheme",
+    "--threshold",
+    "--literal-shingle",
+    "--max-candidates",
+    "--vector-seed",
+    "--max-bytes",
+]
+
+
+def test_detect_help_mentions_every_option(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["detect", "--help"])
+    assert info.value.code == 0
+    text = capsys.readouterr().out
+    detect_parser = next(
+        a
+        for a in parser()._subparsers._group_actions  # type: ignore[union-attr]
+    ).choices["detect"]
+    declared = {s for a in detect_parser._actions for s in a.option_strings}
+    for option in declared | set(DETECT_OPTIONS):
+        assert option in text, option
+    for name in ("manku-4", "k6-b8", "NEARDUP_"):
+        assert name in text
+
+
+def test_help_and_version_as_a_process() -> None:
+    done = run_module(["detect", "--help"])
+    assert done.returncode == 0
+    assert b"--scheme" in done.stdout
+    done = run_module(["--version"])
+    assert done.returncode == 0 and done.stdout.startswith(b"neardup ")
+    done = run_module([])
+    assert done.returncode == 2  # a command is required
