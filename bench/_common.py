@@ -36,8 +36,9 @@ def resolve_corpus(arg: str | None) -> Path:
         if path.is_file():
             return path
     tried = " or ".join(str(p) for p in DEFAULT_CORPORA)
-    sys.exit(f"error: no corpus given and no default corpus found (tried {tried}); "
-             "pass --corpus PATH")
+    sys.exit(
+        f"error: no corpus given and no default corpus found (tried {tried}); pass --corpus PATH"
+    )
 
 
 def resolve_truth(arg: str | None, corpus: Path) -> Path | None:
@@ -63,8 +64,9 @@ def count_records(path: Path) -> int:
         return sum(1 for line in f if line.strip())
 
 
-def prepare_inputs(corpus: Path, truth: Path | None, limit: int | None,
-                   tmp: Path) -> tuple[Path, Path | None, int]:
+def prepare_inputs(
+    corpus: Path, truth: Path | None, limit: int | None, tmp: Path
+) -> tuple[Path, Path | None, int]:
     """The corpus (its first `limit` records if given) and the truth of those records."""
     if limit is None:
         return corpus, truth, count_records(corpus)
@@ -99,14 +101,21 @@ def child_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def run(cmd: list[str], timeout: float | None = None,
-        env: dict[str, str] | None = None) -> tuple[int | None, str, str, float]:
+def run(
+    cmd: list[str], timeout: float | None = None, env: dict[str, str] | None = None
+) -> tuple[int | None, str, str, float]:
     """(exit code or None on timeout, stdout, stderr, wall seconds)."""
     t0 = time.perf_counter()
     try:
         # cwd: `python -m detector` puts it first on the path.
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=Code.dir,
-                           env=env if env is not None else child_env())
+        p = subprocess.run(
+            cmd,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd=Code.dir,
+            env=env if env is not None else child_env(),
+        )
     except subprocess.TimeoutExpired as exc:
         out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else exc.stdout or ""
         err = exc.stderr.decode() if isinstance(exc.stderr, bytes) else exc.stderr or ""
@@ -122,8 +131,9 @@ def last_json(stdout: str) -> dict[str, Any]:
     raise ValueError(f"no JSON line in output: {stdout[-500:]!r}")
 
 
-def worker(name: str, args: dict[str, Any], timeout: float | None = None,
-           env: dict[str, str] | None = None) -> dict[str, Any]:
+def worker(
+    name: str, args: dict[str, Any], timeout: float | None = None, env: dict[str, str] | None = None
+) -> dict[str, Any]:
     """Run a measurement of bench/_workers.py in a fresh interpreter; its JSON result."""
     cmd = [sys.executable, str(WORKERS), name, json.dumps(args)]
     rc, out, err, wall = run(cmd, timeout, env)
@@ -139,8 +149,7 @@ def parse_summary(stderr: str) -> dict[str, float] | None:
     m = _SUMMARY.search(stderr)
     if not m:
         return None
-    return {"records": int(m[1]), "seconds": float(m[2]),
-            "rate": float(m[3].replace(",", ""))}
+    return {"records": int(m[1]), "seconds": float(m[2]), "rate": float(m[3].replace(",", ""))}
 
 
 class Code:
@@ -156,8 +165,9 @@ class Code:
 
 
 def _git(*args: str) -> str:
-    return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True,
-                          check=True).stdout.strip()
+    return subprocess.run(
+        ["git", "-C", str(ROOT), *args], capture_output=True, text=True, check=True
+    ).stdout.strip()
 
 
 def _digest(tree: Path) -> str:
@@ -187,24 +197,37 @@ def snapshot_code(tmp: Path, smoke: Path | None, tries: int = 6, wait: float = 2
 
     for attempt in range(1, tries + 1):
         dest = tmp / f"code{attempt}"
-        shutil.copytree(ROOT / "detector", dest / "detector",
-                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        shutil.copytree(
+            ROOT / "detector",
+            dest / "detector",
+            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
+        )
         state = _describe(dest / "detector")
         Code.dir, Code.state, Code.digest = dest, state, _digest(dest / "detector")
         problem = _smoke(dest, smoke)
         if problem is None:
             Code.state = f"snapshot of {ROOT / 'detector'} at {time.strftime('%H:%M:%S')}: {state}"
             return
-        print(f"snapshot {attempt} of detector/ does not run ({problem}); "
-              f"retrying in {wait:.0f} s", file=sys.stderr, flush=True)
+        print(
+            f"snapshot {attempt} of detector/ does not run ({problem}); retrying in {wait:.0f} s",
+            file=sys.stderr,
+            flush=True,
+        )
         time.sleep(wait)
     sys.exit("error: detector/ did not run in any snapshot; is it being edited?")
 
 
 def _smoke(code: Path, corpus: Path | None) -> str | None:
     env = child_env()
-    rc, _, err, _ = run([sys.executable, "-c", "import detector.cli, detector.pipeline, "
-                         "detector.index.memory, detector.config"], timeout=120, env=env)
+    rc, _, err, _ = run(
+        [
+            sys.executable,
+            "-c",
+            "import detector.cli, detector.pipeline, detector.index.memory, detector.config",
+        ],
+        timeout=120,
+        env=env,
+    )
     if rc != 0:
         return err.strip().splitlines()[-1] if err.strip() else f"exit {rc}"
     if corpus is None:
@@ -213,8 +236,20 @@ def _smoke(code: Path, corpus: Path | None) -> str | None:
         head = b"".join(line for _, line in zip(range(200), src, strict=False))
     sample = code / "smoke.jsonl"
     sample.write_bytes(head)
-    rc, _, err, _ = run([sys.executable, "-m", "detector", "detect", str(sample), "-o",
-                         os.devnull, "--no-progress"], timeout=300, env=env)
+    rc, _, err, _ = run(
+        [
+            sys.executable,
+            "-m",
+            "detector",
+            "detect",
+            str(sample),
+            "-o",
+            os.devnull,
+            "--no-progress",
+        ],
+        timeout=300,
+        env=env,
+    )
     if rc != 0:
         return err.strip().splitlines()[-1] if err.strip() else f"exit {rc}"
     return None
@@ -244,13 +279,26 @@ def fmt(x: float | None, digits: int = 4) -> str:
 def markdown(headers: list[str], rows: list[list[str]], align: str | None = None) -> str:
     """A Markdown table; align is one character per column, l or r (default: l then r)."""
     align = align or "l" + "r" * (len(headers) - 1)
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h)
-              for i, h in enumerate(headers)]
+    widths = [
+        max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)
+    ]
 
     def line(cells: list[str]) -> str:
-        return "| " + " | ".join(c.ljust(w) if a == "l" else c.rjust(w)
-                                 for c, w, a in zip(cells, widths, align, strict=True)) + " |"
+        return (
+            "| "
+            + " | ".join(
+                c.ljust(w) if a == "l" else c.rjust(w)
+                for c, w, a in zip(cells, widths, align, strict=True)
+            )
+            + " |"
+        )
 
-    rule = "|" + "|".join(("-" * (w + 1) + ":") if a == "r" else (":" + "-" * (w + 1))
-                          for w, a in zip(widths, align, strict=True)) + "|"
+    rule = (
+        "|"
+        + "|".join(
+            ("-" * (w + 1) + ":") if a == "r" else (":" + "-" * (w + 1))
+            for w, a in zip(widths, align, strict=True)
+        )
+        + "|"
+    )
     return "\n".join([line(headers), rule, *(line(r) for r in rows)])

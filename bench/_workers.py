@@ -52,8 +52,7 @@ def pipeline(args: dict[str, Any]) -> dict[str, Any]:
             timed.append(time.perf_counter() - t)
 
     detector.pipeline.run = timed_run  # type: ignore[assignment]
-    argv = ["detect", args["corpus"], "-o", args["out"], "--no-progress",
-            *args.get("extra", [])]
+    argv = ["detect", args["corpus"], "-o", args["out"], "--no-progress", *args.get("extra", [])]
     runs = []
     for _ in range(args.get("repeat", 1)):
         t0 = time.perf_counter()
@@ -115,8 +114,10 @@ def fingerprint(args: dict[str, Any]) -> dict[str, Any]:
     return {
         "cpu": cpu,
         "affinity": sorted(os.sched_getaffinity(0)),
-        "threads_env": {k: os.environ.get(k) for k in
-                        ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")},
+        "threads_env": {
+            k: os.environ.get(k)
+            for k in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+        },
         "docs": len(docs),
         "text_mb": text_bytes / 1e6,
         "batches": len(batches),
@@ -199,8 +200,11 @@ def memory(args: dict[str, Any]) -> dict[str, Any]:
     parts = {}
     # Shared objects (ids, fingerprint ints) count in the first structure that holds them.
     for name, value in vars(index).items():
-        if name != "scheme" and not isinstance(value, type) and (
-                isinstance(value, dict | list | tuple | set) or hasattr(value, "__dict__")):
+        if (
+            name != "scheme"
+            and not isinstance(value, type)
+            and (isinstance(value, dict | list | tuple | set) or hasattr(value, "__dict__"))
+        ):
             parts[name] = deep_sizeof(value, seen)
     return {
         "records": sum(len(b) for b in batches),
@@ -215,7 +219,8 @@ def memory(args: dict[str, Any]) -> dict[str, Any]:
 def main() -> int:
     name, raw = sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else "{}"
     result = {"pipeline": pipeline, "fingerprint": fingerprint, "memory": memory}[name](
-        json.loads(raw))
+        json.loads(raw)
+    )
     print(json.dumps(result))
     return 0
 

@@ -83,17 +83,29 @@ class _Config:
         return f"{out} [{self.note}]" if self.note else out
 
     def options(self, idf_path: Path | None) -> list[str]:
-        opts = ["--features", self.features, "--shingle-size", str(self.shingle_size),
-                "--scheme", self.scheme, "--threshold", str(self.threshold)]
+        opts = [
+            "--features",
+            self.features,
+            "--shingle-size",
+            str(self.shingle_size),
+            "--scheme",
+            self.scheme,
+            "--threshold",
+            str(self.threshold),
+        ]
         if self.idf:
             assert idf_path is not None
             opts += ["--idf", str(idf_path)]
         return opts
 
     def settings(self, idf_path: Path | None) -> dict[str, Any]:
-        return {"features": self.features, "shingle_size": self.shingle_size,
-                "idf": str(idf_path) if self.idf else None, "scheme": self.scheme,
-                "threshold": self.threshold}
+        return {
+            "features": self.features,
+            "shingle_size": self.shingle_size,
+            "idf": str(idf_path) if self.idf else None,
+            "scheme": self.scheme,
+            "threshold": self.threshold,
+        }
 
     def index_key(self) -> tuple[str, int, bool, str]:
         return self.features, self.shingle_size, self.idf, self.scheme
@@ -102,8 +114,7 @@ class _Config:
 def configurations(quick: bool) -> list[_Config]:
     """The configurations in table order (the quick subset with quick); duplicates dropped.
     Unless a row says otherwise: the scheme and threshold of detector.config."""
-    defaults = {"scheme": api().config.DEFAULT_SCHEME,
-                "threshold": api().config.DEFAULT_THRESHOLD}
+    defaults = {"scheme": api().config.DEFAULT_SCHEME, "threshold": api().config.DEFAULT_THRESHOLD}
 
     def Config(**kw: Any) -> _Config:
         return _Config(**{**defaults, **kw})
@@ -118,14 +129,27 @@ def configurations(quick: bool) -> list[_Config]:
     ]
     # Block schemes, words with builtin weights.
     quick_schemes = {"manku-4", "manku-16", "k4-b5", "k8-b10"}
-    for scheme in ("manku-4", "manku-10", "manku-16", "manku-20", "k4-b5", "k5-b6", "k5-b7",
-                   "k6-b7", "k6-b8", "k7-b8", "k8-b10"):
+    for scheme in (
+        "manku-4",
+        "manku-10",
+        "manku-16",
+        "manku-20",
+        "k4-b5",
+        "k5-b6",
+        "k5-b7",
+        "k6-b7",
+        "k6-b8",
+        "k7-b8",
+        "k8-b10",
+    ):
         rows.append((Config(scheme=scheme), scheme in quick_schemes))
     # The literal pass's threshold on the default scheme.
     rows += [(Config(threshold=0.7), True), (Config(threshold=0.9), False)]
     # No second pass: every candidate within distance k is a duplicate (plain Manku).
-    rows += [(Config(scheme="manku-4", threshold=0.0, note="k=3, no second pass"), True),
-             (Config(threshold=0.0, note="no second pass"), False)]
+    rows += [
+        (Config(scheme="manku-4", threshold=0.0, note="k=3, no second pass"), True),
+        (Config(threshold=0.0, note="no second pass"), False),
+    ]
     seen: set[tuple[Any, ...]] = set()
     out = []
     for c, in_quick in rows:
@@ -138,21 +162,40 @@ def configurations(quick: bool) -> list[_Config]:
 
 
 def fit_idf(corpus: Path, path: Path) -> float:
-    rc, _, err, wall = run([sys.executable, "-m", "detector", "fit-idf", str(corpus), "-o",
-                            str(path)], timeout=1800)
+    rc, _, err, wall = run(
+        [sys.executable, "-m", "detector", "fit-idf", str(corpus), "-o", str(path)], timeout=1800
+    )
     if rc != 0:
         raise SystemExit(f"neardup fit-idf failed ({rc}): {err.strip()[-2000:]}")
     print(f"  {err.strip().splitlines()[-1]}  [{wall:.1f} s]", flush=True)
     return wall
 
 
-def measure(c: _Config, corpus: Path, truth: Path | None, idf: Path | None, tmp: Path,
-            timeout: float, extra: list[str], repeat: int) -> dict[str, Any]:
+def measure(
+    c: _Config,
+    corpus: Path,
+    truth: Path | None,
+    idf: Path | None,
+    tmp: Path,
+    timeout: float,
+    extra: list[str],
+    repeat: int,
+) -> dict[str, Any]:
     """Best of `repeat` detect runs (by the summary's rate), scored once: the decisions do
     not depend on timing."""
     out = tmp / "decisions.jsonl"
-    cmd = [sys.executable, "-m", "detector", "detect", str(corpus), "-o", str(out),
-           "--no-progress", *c.options(idf), *extra]
+    cmd = [
+        sys.executable,
+        "-m",
+        "detector",
+        "detect",
+        str(corpus),
+        "-o",
+        str(out),
+        "--no-progress",
+        *c.options(idf),
+        *extra,
+    ]
     result: dict[str, Any] = {"config": asdict(c), "label": c.label(), "runs": []}
     for _ in range(repeat):
         rc, _, err, wall = run(cmd, timeout=timeout)
@@ -171,8 +214,10 @@ def measure(c: _Config, corpus: Path, truth: Path | None, idf: Path | None, tmp:
         if summary and (best is None or summary["rate"] > best["rate"]):
             result["summary"] = summary
     if truth is not None:
-        rc, stdout, err, _ = run([sys.executable, "-m", "detector", "eval", str(out), str(truth),
-                                  "--json"], timeout=timeout)
+        rc, stdout, err, _ = run(
+            [sys.executable, "-m", "detector", "eval", str(out), str(truth), "--json"],
+            timeout=timeout,
+        )
         result["scores"] = last_json(stdout) if rc == 0 else {"error": err.strip()[-300:]}
         if rc != 0:
             print(f"    neardup eval failed: {err.strip()[-300:]}", flush=True)
@@ -182,23 +227,40 @@ def measure(c: _Config, corpus: Path, truth: Path | None, idf: Path | None, tmp:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--corpus", help="JSONL(.gz) stream (default: the shared dev stream)")
-    ap.add_argument("--truth", help="truth JSONL(.gz) (default: the dev truth, with the "
-                    "dev stream)")
+    ap.add_argument(
+        "--truth", help="truth JSONL(.gz) (default: the dev truth, with the dev stream)"
+    )
     ap.add_argument("--quick", action="store_true", help="a subset of the configurations")
     ap.add_argument("--limit", type=int, help="only the first N records")
-    ap.add_argument("--timeout", type=float, default=300,
-                    help="skip a configuration whose detect (or memory pass) takes longer "
-                    "(seconds, default: %(default)s)")
-    ap.add_argument("--repeat", type=int, default=2,
-                    help="detect runs per configuration, the fastest kept (default: "
-                    "%(default)s; the machine is shared and one run is noisy)")
+    ap.add_argument(
+        "--timeout",
+        type=float,
+        default=300,
+        help="skip a configuration whose detect (or memory pass) takes longer "
+        "(seconds, default: %(default)s)",
+    )
+    ap.add_argument(
+        "--repeat",
+        type=int,
+        default=2,
+        help="detect runs per configuration, the fastest kept (default: "
+        "%(default)s; the machine is shared and one run is noisy)",
+    )
     ap.add_argument("--no-memory", action="store_true", help="skip the index memory passes")
-    ap.add_argument("--detect-arg", action="append", default=[], metavar="ARG",
-                    help="extra argument for every `neardup detect` (repeatable, e.g. "
-                    "--detect-arg=--workers=0)")
-    ap.add_argument("--no-snapshot", action="store_true",
-                    help="measure the work tree's detector/ as it is at each step, instead "
-                    "of a snapshot taken at the start")
+    ap.add_argument(
+        "--detect-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="extra argument for every `neardup detect` (repeatable, e.g. "
+        "--detect-arg=--workers=0)",
+    )
+    ap.add_argument(
+        "--no-snapshot",
+        action="store_true",
+        help="measure the work tree's detector/ as it is at each step, instead "
+        "of a snapshot taken at the start",
+    )
     ap.add_argument("--json", help="also write all the raw figures to this JSON file")
     args = ap.parse_args(argv)
 
@@ -230,18 +292,23 @@ def main(argv: list[str] | None = None) -> int:
                 key = c.index_key()
                 if key not in memory:
                     try:
-                        memory[key] = worker("memory", {"corpus": str(corpus),
-                                                        "settings": c.settings(idf)},
-                                             timeout=args.timeout)
+                        memory[key] = worker(
+                            "memory",
+                            {"corpus": str(corpus), "settings": c.settings(idf)},
+                            timeout=args.timeout,
+                        )
                     except RuntimeError as exc:
                         memory[key] = {"error": str(exc)[-300:]}
                 r["memory"] = memory[key]
             results.append(r)
             s, sc = r.get("summary") or {}, r.get("scores") or {}
-            print(f"    {r.get('skipped') or ''}"
-                  f"{'' if 'skipped' in r else 'docs/s ' + fmt_rate(s.get('rate'))}"
-                  f" P {fmt(sc.get('precision'))} R {fmt(sc.get('recall'))}"
-                  f" [wall {r['wall_s']:.1f} s, load {r['load1']:.2f}]", flush=True)
+            print(
+                f"    {r.get('skipped') or ''}"
+                f"{'' if 'skipped' in r else 'docs/s ' + fmt_rate(s.get('rate'))}"
+                f" P {fmt(sc.get('precision'))} R {fmt(sc.get('recall'))}"
+                f" [wall {r['wall_s']:.1f} s, load {r['load1']:.2f}]",
+                flush=True,
+            )
     load_end = load()
 
     rows = []
@@ -254,44 +321,80 @@ def main(argv: list[str] | None = None) -> int:
         traced = m.get("traced_bytes")
         sizes = m.get("sizeof_bytes") or {}
         tables = sum(v for k, v in sizes.items() if k not in NOT_TABLES) if sizes else None
-        rows.append([
-            c.label(), str(len(spec.tables)),
-            f"{min(bits)}-{max(bits)}" if min(bits) != max(bits) else str(bits[0]),
-            fmt(sc.get("precision")), fmt(sc.get("recall")), fmt(sc.get("f1")),
-            str(sc.get("said_duplicate", "n/a")),
-            r.get("skipped") or fmt_rate(s.get("rate")), f"{r['wall_s']:.1f}",
-            f"{traced / MiB:.1f}" if traced is not None else "n/a",
-            f"{traced / docs:,.0f}" if traced is not None and docs else "n/a",
-            f"{tables / MiB:.2f}" if tables is not None else "n/a",
-            f"{tables / docs:,.0f}" if tables is not None and docs else "n/a",
-            f"{r['load1']:.2f}",
-        ])
+        rows.append(
+            [
+                c.label(),
+                str(len(spec.tables)),
+                f"{min(bits)}-{max(bits)}" if min(bits) != max(bits) else str(bits[0]),
+                fmt(sc.get("precision")),
+                fmt(sc.get("recall")),
+                fmt(sc.get("f1")),
+                str(sc.get("said_duplicate", "n/a")),
+                r.get("skipped") or fmt_rate(s.get("rate")),
+                f"{r['wall_s']:.1f}",
+                f"{traced / MiB:.1f}" if traced is not None else "n/a",
+                f"{traced / docs:,.0f}" if traced is not None and docs else "n/a",
+                f"{tables / MiB:.2f}" if tables is not None else "n/a",
+                f"{tables / docs:,.0f}" if tables is not None and docs else "n/a",
+                f"{r['load1']:.2f}",
+            ]
+        )
     print()
-    print(f"## Configurations on {corpus_arg.name} ({n} records"
-          f"{', truth ' + truth_arg.name if truth_arg else ''})")
+    print(
+        f"## Configurations on {corpus_arg.name} ({n} records"
+        f"{', truth ' + truth_arg.name if truth_arg else ''})"
+    )
     print()
-    print(markdown(["configuration", "tables", "key bits", "precision", "recall", "F1",
-                    "said dup", "docs/s", "wall s", "index MiB", "index B/doc",
-                    "tables MiB", "tables B/doc", "load"], rows))
+    print(
+        markdown(
+            [
+                "configuration",
+                "tables",
+                "key bits",
+                "precision",
+                "recall",
+                "F1",
+                "said dup",
+                "docs/s",
+                "wall s",
+                "index MiB",
+                "index B/doc",
+                "tables MiB",
+                "tables B/doc",
+                "load",
+            ],
+            rows,
+        )
+    )
     print()
-    print(f"docs/s: the rate in `neardup detect`'s summary (its run(), no interpreter "
-          f"start-up), best of {args.repeat}; wall s: the whole subprocess, best of "
-          f"{args.repeat}; detect's defaults for all else (e.g. --workers)."
-          + (f" detect ran with {' '.join(args.detect_arg)}." if args.detect_arg else ""))
-    print("index MiB / B/doc: tracemalloc, current after the run minus before, only the "
-          "MemoryIndex alive (texts, digests, decisions and tables); per indexed document "
-          "(exact copies are not indexed).")
-    print("tables MiB / B/doc: recursive sys.getsizeof of the index's structures other than "
-          "texts, digests and decisions (fingerprint tables, id lists, positions).")
+    print(
+        f"docs/s: the rate in `neardup detect`'s summary (its run(), no interpreter "
+        f"start-up), best of {args.repeat}; wall s: the whole subprocess, best of "
+        f"{args.repeat}; detect's defaults for all else (e.g. --workers)."
+        + (f" detect ran with {' '.join(args.detect_arg)}." if args.detect_arg else "")
+    )
+    print(
+        "index MiB / B/doc: tracemalloc, current after the run minus before, only the "
+        "MemoryIndex alive (texts, digests, decisions and tables); per indexed document "
+        "(exact copies are not indexed)."
+    )
+    print(
+        "tables MiB / B/doc: recursive sys.getsizeof of the index's structures other than "
+        "texts, digests and decisions (fingerprint tables, id lists, positions)."
+    )
     if memory:
         m = next(iter(v for v in memory.values() if "sizeof_bytes" in v), None)
         if m:
             parts = ", ".join(f"{k} {v / MiB:.1f}" for k, v in m["sizeof_bytes"].items())
-            print(f"first memory pass, sys.getsizeof by structure (MiB): {parts}; "
-                  f"tracemalloc {m['traced_bytes'] / MiB:.1f}, peak during the run "
-                  f"{m['traced_peak_bytes'] / MiB:.1f}; stats {json.dumps(m['stats'])}")
-    print("precision/recall: `neardup eval --json`; a record is truly a duplicate when "
-          "max_jaccard_earlier >= 0.8, whatever the detect threshold t.")
+            print(
+                f"first memory pass, sys.getsizeof by structure (MiB): {parts}; "
+                f"tracemalloc {m['traced_bytes'] / MiB:.1f}, peak during the run "
+                f"{m['traced_peak_bytes'] / MiB:.1f}; stats {json.dumps(m['stats'])}"
+            )
+    print(
+        "precision/recall: `neardup eval --json`; a record is truly a duplicate when "
+        "max_jaccard_earlier >= 0.8, whatever the detect threshold t."
+    )
     print()
     print(f"load at start: {load_start}")
     print(f"load at end:   {load_end}")
@@ -300,8 +403,11 @@ def main(argv: list[str] | None = None) -> int:
     if changed:
         print(f"note: {changed}; these figures are of the snapshot above")
     if args.json:
-        Path(args.json).write_text(json.dumps({"load_start": load_start, "load_end": load_end,
-                                               "results": results}, indent=1))
+        Path(args.json).write_text(
+            json.dumps(
+                {"load_start": load_start, "load_end": load_end, "results": results}, indent=1
+            )
+        )
     return 0
 
 
