@@ -373,7 +373,8 @@ def main(argv: list[str] | None = None) -> int:
             "",
         ],
         [
-            f"fingerprint: Engine.fingerprint, 1 core (CPU {cpu}, best of {len(fp['engine_runs_s'])})",
+            f"fingerprint: Engine.fingerprint, 1 core (CPU {cpu}, "
+            f"best of {len(fp['engine_runs_s'])})",
             f"{min(fp['engine_runs_s']):.2f}",
             fmt_rate(fp_engine),
             "",
