@@ -40,7 +40,7 @@ IDS_PER_HASH = 128  # stays within Redis's compact listpack encoding of small ha
 # document indexed by someone else since the caller's lookup (number in (mark, start]).
 COMMIT = r"""
 local prefix, mark, k = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
-local n, tables = tonumber(ARGV[4]), tonumber(ARGV[5])
+local n = tonumber(ARGV[4])
 local text_ttl, decision_ttl = tonumber(ARGV[6]), tonumber(ARGV[7])
 local start = tonumber(redis.call('GET', KEYS[1]) or '0')
 local pop = {}
@@ -66,8 +66,11 @@ local at = 8
 for item = 1, n do
   local id, kind, decision = ARGV[at], ARGV[at + 1], ARGV[at + 2]
   local fp, digest, text, space = ARGV[at + 3], ARGV[at + 4], ARGV[at + 5], ARGV[at + 6]
-  local buckets = at + 7
-  at = at + 7 + tables
+  local buckets = {}
+  for key in string.gmatch(ARGV[at + 7], '[^,]+') do
+    buckets[#buckets + 1] = prefix .. 'b:' .. space .. ':' .. #buckets .. ':' .. key
+  end
+  at = at + 8
   if kind ~= 'r' then
     local earlier = redis.call('GET', prefix .. 'dec:' .. id)
     if earlier then
@@ -75,12 +78,13 @@ for item = 1, n do
     else
       if kind == 'e' then
         local dgkey, dgfield = prefix .. 'dg:' .. string.sub(digest, 1, 4), string.sub(digest, 5)
-        if not mine[digest] and redis.call('HEXISTS', dgkey, dgfield) == 1 then
+        -- Nothing can conflict when no one else has indexed anything since the lookup.
+        local foreign = start > mark
+        if foreign and not mine[digest] and redis.call('HEXISTS', dgkey, dgfield) == 1 then
           return {item - 1, out}
         end
-        local bp = prefix .. 'b:' .. space .. ':'
-        for t = 0, tables - 1 do
-          local v = redis.call('GET', bp .. t .. ':' .. ARGV[buckets + t])
+        for t = 1, foreign and #buckets or 0 do
+          local v = redis.call('GET', buckets[t])
           if v then
             local pos = #v - 11
             while pos >= 1 do
@@ -95,8 +99,8 @@ for item = 1, n do
         end
         local num = redis.call('INCR', KEYS[1])
         local entry = fp .. struct.pack('<I4', num)
-        for t = 0, tables - 1 do
-          redis.call('APPEND', bp .. t .. ':' .. ARGV[buckets + t], entry)
+        for t = 1, #buckets do
+          redis.call('APPEND', buckets[t], entry)
         end
         redis.call('HSET', prefix .. 'id:' .. math.floor(num / 128), num % 128, id)
         redis.call('HSETNX', dgkey, dgfield, id)
@@ -234,13 +238,12 @@ class RedisIndex:
     def commit(self, items: Sequence[Commit]) -> Committed:
         if not items:
             return Committed(0, {})
-        tables = len(self.scheme.tables)
         args: list[Any] = [
             self.prefix,
             self._mark,
             self.scheme.k,
             len(items),
-            tables,
+            "",
             self.text_ttl,
             self.decision_ttl,
         ]
@@ -250,10 +253,10 @@ class RedisIndex:
             kind = "r" if item.replay else ("e" if e is not None else "x")
             args += [item.decision.id, kind, item.decision.to_json()]
             if e is None:
-                args += [b"", "", b"", ""] + [""] * tables
+                args += [b"", "", b"", "", ""]
             else:
                 args += [e.fingerprint.to_bytes(8, "little"), e.digest, pack_text(e.text), e.space]
-                args += [f"{key:x}" for key in row]
+                args.append(",".join(f"{key:x}" for key in row))
         done, outcomes = self._call(self._commit, [self.prefix + "seq"], args)
         stored = {i: Decision.from_dict(json.loads(o)) for i, o in enumerate(outcomes) if o}
         return Committed(int(done), stored)
