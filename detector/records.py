@@ -130,13 +130,18 @@ class Decision:
         )
 
 
+RAW_KEPT = 256 * 1024  # base64 of this stays well under Kafka's default 1 MB message
+
+
 def error_record(reason: str, detail: str, raw: bytes, **where: Any) -> dict[str, Any]:
-    """A bad input's report: where it came from, why, and its bytes (base64), so nothing
-    is lost."""
+    """A bad input's report: where it came from, why, and its bytes (base64). A record
+    larger than RAW_KEPT keeps its first RAW_KEPT bytes (`raw_truncated`); the whole of it
+    stays at its source offset."""
     return {
         **where,
         "reason": reason,
         "detail": detail,
-        "raw_base64": base64.b64encode(raw[:1_048_576]).decode("ascii"),
+        "raw_base64": base64.b64encode(raw[:RAW_KEPT]).decode("ascii"),
         "raw_bytes": len(raw),
+        "raw_truncated": len(raw) > RAW_KEPT,
     }

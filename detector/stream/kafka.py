@@ -69,6 +69,9 @@ class KafkaSource:
             auto_offset_reset="earliest",
             max_poll_records=batch_size,
             max_partition_fetch_bytes=8 * 1024 * 1024,
+            # A dead consumer's partitions move after 10 s, not the client default of 45.
+            session_timeout_ms=10_000,
+            heartbeat_interval_ms=3_000,
         )
         self.consumer.subscribe([topic])
 
@@ -109,15 +112,25 @@ class KafkaSource:
 
 
 class KafkaSink:
-    """Decisions keyed by id to the output topic; bad records to the dead-letter topic."""
+    """Decisions keyed by id to the output topic; bad records to the dead-letter topic.
+
+    flush() checks the outcome of every send: kafka-python's own flush returns even when
+    sends failed, and its idempotent producer refuses all later batches after a fatal
+    error. So a failed send raises (nothing gets committed) and the producer is rebuilt.
+    """
 
     def __init__(self, settings: KafkaSettings, output_topic: str, dead_letter_topic: str) -> None:
+        self.settings = settings
         self.output_topic = output_topic
         self.dead_letter_topic = dead_letter_topic
-        self.producer = _connect(
+        self.producer: Any = self._producer()
+        self._sent: list[Any] = []
+
+    def _producer(self) -> Any:
+        return _connect(
             KafkaProducer,
             "producer",
-            **settings.common(),
+            **self.settings.common(),
             acks="all",
             linger_ms=5,
             retries=5,
@@ -133,19 +146,41 @@ class KafkaSink:
 
     def _send(self, topic: str, key: bytes | None, value: bytes) -> None:
         try:
-            self.producer.send(topic, key=key, value=value)
+            if self.producer is None:  # rebuilt lazily: the broker may still be away
+                self.producer = self._producer()
+            self._sent.append(self.producer.send(topic, key=key, value=value))
         except KafkaError as exc:
+            self._rebuild()
             raise BackendUnavailable(f"Kafka did not take a record: {exc}") from exc
 
     def flush(self, timeout: float = 30.0) -> None:
-        """Wait until the broker has acknowledged everything sent."""
+        """Return only when the broker has acknowledged everything sent since the last
+        flush; otherwise raise, and everything must be sent again."""
+        sent, self._sent = self._sent, []
+        if self.producer is None:
+            return
         try:
             self.producer.flush(timeout=timeout)
         except KafkaError as exc:
+            self._rebuild()
             raise BackendUnavailable(f"Kafka did not acknowledge the decisions: {exc}") from exc
+        failed = [f for f in sent if not f.is_done or f.failed()]
+        if failed:
+            reason = failed[0].exception if failed[0].is_done else "no answer"
+            self._rebuild()
+            raise BackendUnavailable(
+                f"{len(failed)} of {len(sent)} records were not acknowledged: {reason}"
+            )
+
+    def _rebuild(self) -> None:
+        self._sent = []
+        with contextlib.suppress(Exception):
+            self.producer.close(timeout=0)
+        self.producer = None
 
     def close(self) -> None:
-        self.producer.close()
+        if self.producer is not None:
+            self.producer.close()
 
 
 def produce(settings: KafkaSettings, topic: str, lines: Iterator[RawRecord]) -> Iterator[int]:
