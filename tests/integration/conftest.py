@@ -1,0 +1,140 @@
+"""Fixtures of the integration suite: the real Kafka and Redis must answer (a missing server
+fails the suite, it is never skipped), and every test gets its own topics, consumer group
+and index name, removed again at the end."""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+
+import pytest
+import redis
+
+# kafka-python 3 loads its protocol schemas with a deprecated importlib call, at import time
+for _message in ("read_text is deprecated", "open_text is deprecated"):
+    warnings.filterwarnings("ignore", _message, DeprecationWarning)
+
+from kafka.errors import KafkaError  # noqa: E402
+
+from .kit import (  # noqa: E402
+    BOOTSTRAP,
+    REDIS_URL,
+    DecisionReader,
+    Names,
+    Serve,
+    TopicReader,
+    admin,
+    create_topics,
+    delete_groups,
+    delete_topics,
+    drop_index,
+    redis_client,
+)
+
+STARTUP_WAIT = 60.0  # seconds the servers get to answer (CI may have just started them)
+HERE = Path(__file__).resolve().parent
+# Quick tests first, the slow fault tests (which restart the servers) last.
+ORDER = ["test_redis_index", "test_dead_letters", "test_concurrency", "test_serve_e2e"]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Reorder this directory's tests among themselves (the others keep their places)."""
+    slots = [n for n, item in enumerate(items) if item.path.parent == HERE]
+
+    def rank(item: pytest.Item) -> int:
+        return ORDER.index(item.path.stem) if item.path.stem in ORDER else len(ORDER)
+
+    ordered = sorted((items[n] for n in slots), key=rank)
+    for n, item in zip(slots, ordered, strict=True):
+        items[n] = item
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # kafka-python 3 loads its protocol schemas with a deprecated importlib call
+    for message in ("read_text is deprecated", "open_text is deprecated"):
+        config.addinivalue_line("filterwarnings", f"ignore:{message}:DeprecationWarning")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def servers_answer() -> None:
+    """Fail (never skip) when Kafka or Redis does not answer."""
+    deadline = time.monotonic() + STARTUP_WAIT
+    problem = ""
+    while time.monotonic() < deadline:
+        try:
+            redis_client().ping()
+            client = admin()
+            client.list_topics()
+            client.close()
+            return
+        except (redis.RedisError, KafkaError, OSError) as exc:
+            problem = f"{type(exc).__name__}: {exc}"
+            time.sleep(1)
+    pytest.fail(
+        f"the integration tests need Kafka at {BOOTSTRAP} and Redis at {REDIS_URL} "
+        f"(start them with `bash ops/stack.sh up`): {problem}",
+        pytrace=False,
+    )
+
+
+@pytest.fixture
+def rclient() -> Iterator[redis.Redis]:
+    client = redis_client()
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def names(rclient: redis.Redis) -> Iterator[Names]:
+    """Unique names; the output and dead-letter topics exist (one partition each). At the
+    end: the index's Redis keys and the topics are deleted."""
+    n = Names()
+    try:
+        create_topics({n.output: 1, n.dead_letter: 1})
+        yield n
+    finally:
+        try:
+            drop_index(rclient, n.index)
+        except redis.RedisError:  # a fault test may leave Redis restarting: try once more
+            time.sleep(2)
+            drop_index(redis_client(), n.index)
+        delete_topics(n.topics())
+        delete_groups([n.group])
+
+
+@pytest.fixture
+def serve(names: Names, tmp_path: Path) -> Iterator[Callable[..., Serve]]:
+    """Factory of started `neardup serve` processes of this test's names; whatever still
+    runs at the end gets SIGTERM (then SIGKILL)."""
+    started: list[Serve] = []
+
+    def start(extra: Sequence[str] = ()) -> Serve:
+        s = Serve(names, tmp_path / f"serve-{len(started)}.log", extra).start()
+        started.append(s)
+        return s
+
+    yield start
+    for s in started:
+        if s.proc is not None and s.alive():
+            s.proc.terminate()
+    for s in started:
+        try:
+            s.wait(60)
+        except Exception:
+            s.kill()
+
+
+@pytest.fixture
+def decisions(names: Names) -> Iterator[DecisionReader]:
+    reader = DecisionReader(names.output)
+    yield reader
+    reader.close()
+
+
+@pytest.fixture
+def dead_letters(names: Names) -> Iterator[TopicReader]:
+    reader = TopicReader(names.dead_letter)
+    yield reader
+    reader.close()

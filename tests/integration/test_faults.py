@@ -1,0 +1,184 @@
+"""Faults mid-stream: a consumer killed with SIGKILL and restarted, Redis restarted, the
+Kafka broker restarted. Nothing may be lost, and the consumers ride the outages out.
+
+The sample (400 records) is fed in small chunks by a background producer, so that the
+fault lands while records are still arriving and being decided. The servers are always
+up again at the end of each test (`ops/stack.sh up`), whatever happened.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .kit import (
+    SAMPLE,
+    DecisionReader,
+    Names,
+    Producer,
+    Serve,
+    check_invariants,
+    create_topics,
+    logs,
+    read_jsonl,
+    run_detector,
+    stack,
+    wait_for_group,
+)
+
+PARTITIONS = 6
+
+
+class Feeder(threading.Thread):
+    """Produces records in chunks with a pause between them, in the background."""
+
+    def __init__(self, topic: str, records: list[dict[str, Any]], chunk: int, pause: float):
+        super().__init__(daemon=True)
+        self.topic, self.records, self.chunk, self.pause = topic, records, chunk, pause
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            with Producer() as producer:
+                for at in range(0, len(self.records), self.chunk):
+                    for r in self.records[at : at + self.chunk]:
+                        producer.send_record(self.topic, r)
+                    producer.flush()
+                    time.sleep(self.pause)
+        except BaseException as exc:  # reported by finish()
+            self.error = exc
+
+    def finish(self, timeout: float = 120) -> None:
+        self.join(timeout)
+        assert not self.is_alive(), "the feeder did not finish"
+        assert self.error is None, f"producing failed: {self.error!r}"
+
+
+def produce(topic: str, records: list[dict[str, Any]]) -> None:
+    with Producer() as producer:
+        for r in records:
+            producer.send_record(topic, r)
+        producer.flush()
+
+
+@pytest.fixture
+def restore_stack(
+    names: Names, serve: Callable[..., Serve], decisions: DecisionReader
+) -> Iterator[None]:
+    """Torn down before the servers and the names: Kafka and Redis are up again."""
+    yield
+    stack("up")
+
+
+@pytest.fixture(scope="module")
+def sample_reference(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+    out = tmp_path_factory.mktemp("detect") / "sample.jsonl"
+    run_detector(["detect", str(SAMPLE), "-o", str(out)])
+    return read_jsonl(out)
+
+
+def wait_decided(decisions: DecisionReader, count: int, timeout: float = 90) -> None:
+    assert decisions.until(lambda r: len({d["id"] for d in r.records}) >= count, timeout), (
+        f"fewer than {count} decisions within {timeout}s"
+    )
+
+
+def test_a_consumer_killed_and_restarted_loses_nothing_and_changes_nothing(
+    names: Names,
+    serve: Callable[..., Serve],
+    decisions: DecisionReader,
+    sample_reference: list[dict[str, Any]],
+    restore_stack: None,
+) -> None:
+    records = read_jsonl(SAMPLE)
+    ids = [r["id"] for r in records]
+    create_topics({names.input: PARTITIONS})
+    victim, survivor = serve(), serve()
+    wait_for_group(names.group, 2)
+
+    feeder = Feeder(names.input, records, chunk=16, pause=0.1)
+    feeder.start()
+    wait_decided(decisions, 60)
+    victim.kill()  # SIGKILL: no batch finished, no offset committed, no group left
+    decided_before = len({d["id"] for d in decisions.records})
+    assert decided_before < len(ids), "the stream was over before the crash"
+    time.sleep(1.0)
+    restarted = serve()
+    feeder.finish()
+
+    # The group waits for the killed member's session to time out before its partitions
+    # move: allow for it (kafka-python's default session is 45 s).
+    servers = [victim, survivor, restarted]
+    missing = decisions.wait_for(ids, timeout=150, idle=2.0)
+    assert not missing, f"{len(missing)} records undecided, e.g. {missing[:5]}\n{logs(servers)}"
+    assert survivor.alive() and restarted.alive(), logs(servers)
+    check_invariants(records, decisions.by_id(), sample_reference)
+    for s in (survivor, restarted):
+        assert s.stop() == 0, logs(servers)
+
+
+def test_redis_restarted_mid_stream(
+    names: Names,
+    serve: Callable[..., Serve],
+    decisions: DecisionReader,
+    restore_stack: None,
+) -> None:
+    """Without persistence the restarted Redis is empty: dedup across the restart is not
+    checked, only that the consumers wait it out and nothing is lost."""
+    records = read_jsonl(SAMPLE)
+    ids = [r["id"] for r in records]
+    create_topics({names.input: PARTITIONS})
+    servers = [serve(), serve()]
+    wait_for_group(names.group, 2)
+
+    feeder = Feeder(names.input, records[:300], chunk=16, pause=0.2)
+    feeder.start()
+    wait_decided(decisions, 60)
+    stack("restart-redis")
+    after_restart = len(decisions.records)
+    feeder.finish()
+    produce(names.input, records[300:])
+
+    missing = decisions.wait_for(ids, timeout=120, idle=1.0)
+    assert not missing, f"{len(missing)} records undecided, e.g. {missing[:5]}\n{logs(servers)}"
+    assert all(s.alive() for s in servers), logs(servers)
+    later = {d["id"] for d in decisions.records[after_restart:]}
+    assert set(ids[300:]) <= later, "records sent after the restart were not decided"
+    for d in decisions.records:
+        assert d["decision"] in ("unique", "duplicate"), d
+    for s in servers:
+        assert s.stop() == 0, logs(servers)
+
+
+def test_kafka_restarted_mid_stream(
+    names: Names,
+    serve: Callable[..., Serve],
+    decisions: DecisionReader,
+    sample_reference: list[dict[str, Any]],
+    restore_stack: None,
+    tmp_path: Path,
+) -> None:
+    records = read_jsonl(SAMPLE)
+    ids = [r["id"] for r in records]
+    create_topics({names.input: PARTITIONS})
+    servers = [serve(), serve()]
+    wait_for_group(names.group, 2)
+
+    # the feeder's producer buffers what it sends while the broker is away
+    feeder = Feeder(names.input, records, chunk=16, pause=0.2)
+    feeder.start()
+    wait_decided(decisions, 60)
+    stack("restart-kafka")
+    feeder.finish()
+
+    missing = decisions.wait_for(ids, timeout=150, idle=2.0)
+    assert not missing, f"{len(missing)} records undecided, e.g. {missing[:5]}\n{logs(servers)}"
+    assert all(s.alive() for s in servers), logs(servers)
+    check_invariants(records, decisions.by_id(), sample_reference)
+    for s in servers:
+        assert s.stop() == 0, logs(servers)
