@@ -28,9 +28,7 @@ import redis
 from kafka import KafkaConsumer, KafkaProducer
 
 from .blocks import BlockScheme
-from .index import Commit, Entry
-from .index.redis import RedisIndex
-from .records import Decision
+from .index.redis import IDS_PER_HASH
 from .stream.files import input_label, open_input, read_lines
 from .stream.kafka import KafkaSettings, ensure_topics
 
@@ -204,53 +202,50 @@ def corpus_memory(args: Any, records: list[tuple[str, bytes]]) -> dict[str, Any]
         run.stop()
 
 
+def _fill(client: redis.Redis, docs: int, write: Any, label: str) -> int:
+    """Bytes (INFO used_memory) that `write(pipe, i)` for every document adds."""
+    before = int(client.info("memory")["used_memory"])
+    for at in range(0, docs, 5000):
+        pipe = client.pipeline(transaction=False)
+        for i in range(at, min(docs, at + 5000)):
+            write(pipe, i)
+        pipe.execute()
+        if at % 250_000 == 0:
+            _say(f"{label}: {at:,} of {docs:,} documents")
+    return int(client.info("memory")["used_memory"]) - before
+
+
 def synthetic_memory(args: Any, docs: int) -> dict[str, float]:
-    """Block tables and id map at `docs` documents, ours against the naive layout."""
+    """Block tables and the number-to-id map at `docs` random fingerprints, written in our
+    layout (the same keys and entries the commit script writes), against the naive one."""
     client = redis.Redis.from_url(args.redis_url)
     scheme = BlockScheme.parse(args.scheme)
-    name = f"bench-{uuid.uuid4().hex[:8]}"
-    index = RedisIndex(client, scheme, name)
     rng = np.random.default_rng(1)
-    fps = rng.integers(0, 2**63, docs, dtype=np.int64).astype(np.uint64) * np.uint64(
-        2
-    ) + rng.integers(0, 2, docs).astype(np.uint64)
-    before = int(client.info("memory")["used_memory"])
-    batch = 2000
-    for at in range(0, docs, batch):
-        items = []
-        for i in range(at, min(docs, at + batch)):
-            fp, doc_id = int(fps[i]), f"d{i:08d}"
-            entry = Entry(doc_id, "t", fp, f"{i:032x}", "")
-            items.append(Commit(Decision(doc_id, None, fp), entry))
-        index.commit(items)
-        if at % 200_000 == 0:
-            _say(f"synthetic: {at:,} of {docs:,} documents")
-    families = key_families(client, name)
-    for key in client.scan_iter(f"nd:{{{name}}}:*", count=10_000):
-        client.unlink(key)
-    ours = families.get("b", 0) + families.get("id", 0)
+    fps = rng.integers(0, 2**32, (docs, 2), dtype=np.uint64)
+    fps = ((fps[:, 0] << np.uint64(32)) | fps[:, 1]).tolist()
+    keys = scheme.keys(fps)
+    ours = f"nd:{{bench-{uuid.uuid4().hex[:8]}}}:"
 
-    naive = f"naive-{uuid.uuid4().hex[:8]}"
-    base = int(client.info("memory")["used_memory"])
-    tables = scheme.keys(fps.tolist())
-    for at in range(0, docs, batch):
-        pipe = client.pipeline(transaction=False)
-        for i in range(at, min(docs, at + batch)):
-            member = f"{int(fps[i]):016x}:d{i:08d}"
-            for t, key in enumerate(tables[i]):
-                pipe.sadd(f"{naive}:{t}:{key:x}", member)
-            pipe.hset(f"{naive}:ids", f"{int(fps[i]):016x}", f"d{i:08d}")
-        pipe.execute()
-    naive_bytes = int(client.info("memory")["used_memory"]) - base
-    for key in client.scan_iter(f"{naive}:*", count=10_000):
-        client.unlink(key)
-    del before
-    return {
-        "docs": docs,
-        "ours_per_doc": ours / docs,
-        "digests_per_doc": families.get("dg", 0) / docs,
-        "naive_per_doc": naive_bytes / docs,
-    }
+    def layout(pipe: Any, i: int) -> None:
+        entry = fps[i].to_bytes(8, "little") + (i + 1).to_bytes(4, "little")
+        for t, key in enumerate(keys[i]):
+            pipe.append(f"{ours}b:t:{t}:{key:x}", entry)
+        pipe.hset(f"{ours}id:{(i + 1) // IDS_PER_HASH}", (i + 1) % IDS_PER_HASH, f"d{i:08d}")
+
+    naive = f"naive-{uuid.uuid4().hex[:8]}:"
+
+    def naive_layout(pipe: Any, i: int) -> None:
+        member = f"{fps[i]:016x}:d{i:08d}"
+        for t, key in enumerate(keys[i]):
+            pipe.sadd(f"{naive}{t}:{key:x}", member)
+        pipe.hset(f"{naive}ids", f"{fps[i]:016x}", f"d{i:08d}")
+
+    out = {"docs": float(docs)}
+    for name, prefix, write in (("ours", ours, layout), ("naive", naive, naive_layout)):
+        out[name] = _fill(client, docs, write, f"{name} layout") / docs
+        for key in client.scan_iter(prefix + "*", count=10_000):
+            client.unlink(key)
+    return out
 
 
 def main(args: Any) -> int:
@@ -282,9 +277,9 @@ def main(args: Any) -> int:
         _say(f"synthetic index of {args.memory_docs:,} documents")
         syn = synthetic_memory(args, args.memory_docs)
         print(
-            f"at {syn['docs']:,} documents: block tables + id map {syn['ours_per_doc']:.0f} "
-            f"bytes/doc (digests {syn['digests_per_doc']:.0f} more); naive layout "
-            f"{syn['naive_per_doc']:.0f} bytes/doc",
+            f"at {syn['docs']:,.0f} documents ({args.scheme}): block tables + id map "
+            f"{syn['ours']:.0f} bytes/doc; naive layout (a set per bucket of "
+            f"'fingerprint:id', a hash fingerprint->id) {syn['naive']:.0f} bytes/doc",
             flush=True,
         )
     return 0

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -63,7 +64,9 @@ class MemoryIndex:
         self._digests: dict[str, str] = {}
         self._texts: dict[str, bytes | str] = {}
         self._decisions: dict[str, Decision] = {}
-        self._key_type = np.uint32 if max(scheme.key_bits()) <= 32 else np.uint64
+        self._key_type: type[np.unsignedinteger[Any]] = (
+            np.uint32 if max(scheme.key_bits()) <= 32 else np.uint64
+        )
 
     def bind(self, version: str) -> None:
         if self.version not in (None, version):
@@ -90,12 +93,14 @@ class MemoryIndex:
         if space.merged:
             keys = np.array(self.scheme.keys(fingerprints), np.uint64).astype(self._key_type)
             for t, (table, members) in enumerate(zip(space.keys, space.members, strict=True)):
-                lo = np.searchsorted(table, keys[:, t], "left")
-                hi = np.searchsorted(table, keys[:, t], "right")
+                flips = self.scheme.flips[t].astype(self._key_type)  # [0] without probing
+                probe = (keys[:, t, None] ^ flips[None, :]).ravel()
+                lo = np.searchsorted(table, probe, "left")
+                hi = np.searchsorted(table, probe, "right")
                 count = hi - lo
                 total = int(count.sum())
                 if total:
-                    query = np.repeat(np.arange(len(q)), count)
+                    query = np.repeat(np.arange(len(q)).repeat(len(flips)), count)
                     offset = np.arange(total) - np.repeat(np.cumsum(count) - count, count)
                     which.append(np.stack((query, members[np.repeat(lo, count) + offset])))
         tail = np.arange(space.merged, len(fps))

@@ -66,11 +66,15 @@ local at = 8
 for item = 1, n do
   local id, kind, decision = ARGV[at], ARGV[at + 1], ARGV[at + 2]
   local fp, digest, text, space = ARGV[at + 3], ARGV[at + 4], ARGV[at + 5], ARGV[at + 6]
-  local buckets = {}
+  local buckets, probes = {}, {}
   for key in string.gmatch(ARGV[at + 7], '[^,]+') do
     buckets[#buckets + 1] = prefix .. 'b:' .. space .. ':' .. #buckets .. ':' .. key
   end
-  at = at + 8
+  for key in string.gmatch(ARGV[at + 8], '[^,]+') do  -- table:key, when lookups probe
+    probes[#probes + 1] = prefix .. 'b:' .. space .. ':' .. key
+  end
+  if #probes == 0 then probes = buckets end
+  at = at + 9
   if kind ~= 'r' then
     local earlier = redis.call('GET', prefix .. 'dec:' .. id)
     if earlier then
@@ -83,8 +87,8 @@ for item = 1, n do
         if foreign and not mine[digest] and redis.call('HEXISTS', dgkey, dgfield) == 1 then
           return {item - 1, out}
         end
-        for t = 1, foreign and #buckets or 0 do
-          local v = redis.call('GET', buckets[t])
+        for t = 1, foreign and #probes or 0 do
+          local v = redis.call('GET', probes[t])
           if v then
             local pos = #v - 11
             while pos >= 1 do
@@ -169,15 +173,15 @@ class RedisIndex:
     def lookup(self, queries: Sequence[Query]) -> list[Found]:
         if not queries:
             return []
-        keys = self.scheme.keys([q.fingerprint for q in queries])
-        tables = len(self.scheme.tables)
+        probes = self.scheme.probes([q.fingerprint for q in queries])
+        tables = len(probes[0])  # buckets read per query
         pipe = self.client.pipeline(transaction=False)
         pipe.get(self.prefix + "seq")  # first: whatever is indexed after it is checked again
         pipe.mget(
             [
                 self._bucket(q.space, t, key)
-                for q, row in zip(queries, keys, strict=True)
-                for t, key in enumerate(row)
+                for q, row in zip(queries, probes, strict=True)
+                for t, key in row
             ]
         )
         for q in queries:
@@ -247,16 +251,23 @@ class RedisIndex:
             self.text_ttl,
             self.decision_ttl,
         ]
-        keys = self.scheme.keys([c.entry.fingerprint if c.entry else 0 for c in items])
-        for item, row in zip(items, keys, strict=True):
+        fps = [c.entry.fingerprint if c.entry else 0 for c in items]
+        keys = self.scheme.keys(fps)
+        probes = self.scheme.probes(fps) if self.scheme.radius else []
+        for item_at, (item, row) in enumerate(zip(items, keys, strict=True)):
             e = item.entry
             kind = "r" if item.replay else ("e" if e is not None else "x")
             args += [item.decision.id, kind, item.decision.to_json()]
             if e is None:
-                args += [b"", "", b"", "", ""]
+                args += [b"", "", b"", "", "", ""]
             else:
                 args += [e.fingerprint.to_bytes(8, "little"), e.digest, pack_text(e.text), e.space]
                 args.append(",".join(f"{key:x}" for key in row))
+                args.append(
+                    ",".join(f"{t}:{key:x}" for t, key in probes[item_at])
+                    if self.scheme.radius
+                    else ""
+                )
         done, outcomes = self._call(self._commit, [self.prefix + "seq"], args)
         stored = {i: Decision.from_dict(json.loads(o)) for i, o in enumerate(outcomes) if o}
         return Committed(int(done), stored)
