@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from math import comb
 
 import pytest
 from hypothesis import given
@@ -20,7 +21,9 @@ EXTRA_SPECS = ["k3-b4", "k5-b7", "k6-b8", "k2-b3x3", "k0-b1", "k1-b2", "k4-b6x5"
 # Every scheme the product offers: what the names stand for, the default, extras. (A name
 # parses to the very tables of its spec: test_names_are_their_specs.)
 ALL_SPECS = sorted(set(NAMED.values()) | {DEFAULT_SCHEME} | set(EXTRA_SPECS))
-SCHEMES = {spec: BlockScheme.parse(spec) for spec in ALL_SPECS}
+# Multi-probe schemes: a pair within k shares a key up to `radius` flipped bits.
+PROBE_SPECS = ["k7-b4-m1", "k5-b4-m1", "k4-b8-m2", "k5-b6-m2", "k3-b4-m1"]
+SCHEMES = {spec: BlockScheme.parse(spec) for spec in ALL_SPECS + PROBE_SPECS}
 
 u64 = st.integers(min_value=0, max_value=2**64 - 1)
 
@@ -238,3 +241,50 @@ def test_parse_refuses_a_scheme_with_an_astronomical_number_of_tables() -> None:
     except subprocess.TimeoutExpired:
         pytest.fail("BlockScheme.parse('k32-b64') did not return within 3 s")
     assert done.returncode == 0, done.stderr.decode()[-500:]
+
+
+def test_probe_radius_is_the_worst_spread_of_k_bits() -> None:
+    """Against brute force: over every way of putting k differing bits into B blocks, the
+    largest total of the M emptiest blocks."""
+    from itertools import product
+
+    from detector.blocks import probe_radius
+
+    for blocks in range(1, 6):
+        for kept in range(1, blocks + 1):
+            for k in range(0, 9):
+                worst = max(
+                    sum(sorted(counts)[:kept])
+                    for counts in product(range(k + 1), repeat=blocks)
+                    if sum(counts) == k
+                )
+                assert probe_radius(k, blocks, kept) == worst, (k, blocks, kept)
+
+
+@pytest.mark.parametrize("spec", PROBE_SPECS)
+@given(data=st.data())
+def test_probed_lookup_reads_the_bucket_of_every_pair_within_k(
+    spec: str, data: st.DataObject
+) -> None:
+    scheme = SCHEMES[spec]
+    a, b = data.draw(near_pair(scheme.k))
+    (kb,) = scheme.keys([b])
+    (probes,) = scheme.probes([a])
+    assert any((t, key) in set(probes) for t, key in enumerate(kb)), (hex(a), hex(b))
+
+
+@pytest.mark.parametrize("spec", PROBE_SPECS)
+def test_probed_scheme_reads_each_table_at_its_radius(spec: str) -> None:
+    scheme = SCHEMES[spec]
+    (probes,) = scheme.probes([0])
+    per_table = [sum(1 for t, _ in probes if t == u) for u in range(len(scheme.tables))]
+    widths = scheme.key_bits()
+    assert per_table == [sum(comb(w, r) for r in range(scheme.radius + 1)) for w in widths]
+    assert all(key.bit_count() <= scheme.radius for _, key in probes)
+
+
+def test_classic_schemes_probe_only_their_own_keys() -> None:
+    for spec in ALL_SPECS:
+        scheme = SCHEMES[spec]
+        assert scheme.radius == 0
+        assert scheme.probes([12345]) == [list(enumerate(scheme.keys([12345])[0]))]

@@ -17,7 +17,7 @@ from detector.index import memory as memory_module
 from detector.index.memory import MemoryIndex
 from detector.records import Decision
 
-from .test_blocks import ALL_SPECS, SCHEMES, adversarial_flips, flip
+from .test_blocks import ALL_SPECS, PROBE_SPECS, SCHEMES, adversarial_flips, flip
 
 u64 = st.integers(min_value=0, max_value=2**64 - 1)
 
@@ -67,7 +67,7 @@ def brute_force(stored: list[int], query: int, k: int) -> dict[int, int]:
 
 
 @pytest.mark.parametrize("tail", TAILS, ids=["tail1", "tail3", "tail-default"])
-@pytest.mark.parametrize("spec", ALL_SPECS)
+@pytest.mark.parametrize("spec", ALL_SPECS + PROBE_SPECS)
 @settings(max_examples=25)
 @given(data=st.data())
 def test_lookup_returns_exactly_the_fingerprints_within_k(

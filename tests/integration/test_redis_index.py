@@ -26,7 +26,7 @@ from detector.records import Decision
 from .kit import SAMPLE, drop_index, index_keys, unique, verdict
 
 DEFAULT = EngineSettings().scheme  # what serve and detect use
-SCHEMES = {spec: BlockScheme.parse(spec) for spec in (DEFAULT, "manku-4")}
+SCHEMES = {spec: BlockScheme.parse(spec) for spec in (DEFAULT, "manku-4", "k7-b4-m1")}
 u64 = st.integers(min_value=0, max_value=2**64 - 1)
 MakeIndex = Callable[..., Index]
 Near = tuple[int, str, int]  # distance, id, fingerprint
