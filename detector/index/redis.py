@@ -30,6 +30,7 @@ import redis
 
 from ..blocks import BlockScheme
 from ..errors import BackendUnavailable, ConfigError
+from ..metrics import REDIS_SECONDS
 from ..records import Decision
 from . import Candidate, Commit, Committed, Found, Query, pack_text, unpack_text
 
@@ -145,8 +146,10 @@ class RedisIndex:
         self._commit = client.register_script(COMMIT)
 
     def _call(self, fn: Any, *args: Any) -> Any:
+        """One round trip: timed, and its failures sorted into the error tree."""
         try:
-            return fn(*args)
+            with REDIS_SECONDS.time():
+                return fn(*args)
         except redis.AuthenticationError as exc:
             raise ConfigError(f"Redis refused the credentials: {exc}") from exc
         except (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError) as exc:
