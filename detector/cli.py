@@ -31,63 +31,93 @@ def _engine_options(p: argparse.ArgumentParser) -> None:
         default=env("features", "words"),
         help="fingerprint features: words, or word shingles (default: %(default)s)",
     )
-    g.add_argument(
+    _option(
+        g,
         "--shingle-size",
-        type=int,
-        default=env_int("shingle_size", 2),
+        int,
+        2,
         help="words per shingle with --features shingles (default: %(default)s)",
     )
-    g.add_argument(
+    _option(
+        g,
         "--cjk-ngram",
-        type=int,
-        default=env_int("cjk_ngram", 2),
+        int,
+        2,
         help="character n-gram size for scripts written without spaces (default: %(default)s)",
     )
-    g.add_argument(
+    _option(
+        g,
         "--idf",
-        default=env("idf"),
+        str,
+        None,
         metavar="FILE",
         help="IDF table made by `neardup fit-idf`; without it a built-in length weighting is used",
     )
     names = ", ".join(f"{k} (={v})" for k, v in NAMED.items())
-    g.add_argument(
+    _option(
+        g,
         "--scheme",
-        default=env("scheme", DEFAULT_SCHEME),
+        str,
+        DEFAULT_SCHEME,
         help="block tables: kK-bB = distance K, B blocks, one table per choice of "
         f"B-K blocks; kK-bBxC = two levels; or {names} "
         "(default: %(default)s)",
     )
-    g.add_argument(
+    _option(
+        g,
         "--threshold",
-        type=float,
-        default=env_float("threshold", DEFAULT_THRESHOLD),
+        float,
+        DEFAULT_THRESHOLD,
         help="literal pass: word-shingle Jaccard needed to call a candidate a "
         "duplicate (default: %(default)s)",
     )
-    g.add_argument(
+    _option(
+        g,
         "--literal-shingle",
-        type=int,
-        default=env_int("literal_shingle", 5),
+        int,
+        5,
         help="words per shingle in the literal pass (default: %(default)s)",
     )
-    g.add_argument(
+    _option(
+        g,
         "--max-candidates",
-        type=int,
-        default=env_int("max_candidates", 32),
+        int,
+        32,
         help="nearest candidates verified per document (default: %(default)s)",
     )
-    g.add_argument(
+    _option(
+        g,
         "--vector-seed",
-        type=int,
-        default=env_int("vector_seed", 0),
+        int,
+        0,
         help="seed of the random hyperplanes for records with an embedding (default: %(default)s)",
     )
-    g.add_argument(
+    _option(
+        g,
         "--max-bytes",
-        type=int,
-        default=env_int("max_bytes", DEFAULT_MAX_BYTES),
+        int,
+        DEFAULT_MAX_BYTES,
         help="largest accepted record in bytes (default: %(default)s)",
     )
+
+
+def _option(
+    p: argparse.ArgumentParser | argparse._ArgumentGroup,
+    flag: str,
+    kind: type,
+    default: Any,
+    help: str,
+    **more: Any,
+) -> None:
+    """An option whose default comes from NEARDUP_<OPTION>, else the config file."""
+    name = flag[2:].replace("-", "_")
+    if kind is int:
+        default = env_int(name, default)
+    elif kind is float:
+        default = env_float(name, default)
+    else:
+        default = env(name, default)
+    p.add_argument(flag, type=kind, default=default, help=help, **more)
 
 
 def _settings(a: argparse.Namespace) -> EngineSettings:
@@ -130,10 +160,11 @@ def parser() -> argparse.ArgumentParser:
     d.add_argument("input", nargs="?", default="-", help="JSONL or JSONL.gz file; - for stdin")
     d.add_argument("-o", "--output", help="decisions file (.gz to compress); default stdout")
     d.add_argument("--errors", help="error records file; default stderr")
-    d.add_argument(
+    _option(
+        d,
         "--batch-size",
-        type=int,
-        default=env_int("batch_size", 512),
+        int,
+        512,
         help="records fingerprinted together (default: %(default)s)",
     )
     d.add_argument(
@@ -141,10 +172,11 @@ def parser() -> argparse.ArgumentParser:
         default=env("index", "default"),
         help="index namespace written into decisions (default: %(default)s)",
     )
-    d.add_argument(
+    _option(
+        d,
         "--workers",
-        type=int,
-        default=env_int("workers", 0),
+        int,
+        0,
         help="processes that parse and fingerprint ahead of the decisions; 0 "
         "does everything in one process, which measured faster on two cores; more "
         "cores gain from 1 or 2 (default: %(default)s)",
@@ -195,65 +227,83 @@ def parser() -> argparse.ArgumentParser:
         "to scale out.",
     )
     _kafka_options(s)
-    s.add_argument(
+    _option(
+        s,
         "--redis-url",
-        default=env("redis_url", "redis://127.0.0.1:6379/0"),
+        str,
+        "redis://127.0.0.1:6379/0",
         help="Redis server (default: %(default)s)",
     )
-    s.add_argument(
+    _option(
+        s,
         "--input-topic",
-        default=env("input_topic", "documents"),
+        str,
+        "documents",
         help="topic of input documents (default: %(default)s)",
     )
-    s.add_argument(
+    _option(
+        s,
         "--output-topic",
-        default=env("output_topic", "decisions"),
+        str,
+        "decisions",
         help="topic the decisions go to (default: %(default)s)",
     )
-    s.add_argument(
+    _option(
+        s,
         "--dead-letter-topic",
-        default=env("dead_letter_topic", "documents.dead-letter"),
+        str,
+        "documents.dead-letter",
         help="topic for records that cannot be decided (default: %(default)s)",
     )
-    s.add_argument(
+    _option(
+        s,
         "--group",
-        default=env("group", "neardup"),
+        str,
+        "neardup",
         help="Kafka consumer group (default: %(default)s)",
     )
-    s.add_argument(
+    _option(
+        s,
         "--index",
-        default=env("index", "default"),
+        str,
+        "default",
         help="index name: the Redis key namespace, so indexes can share a server "
         "(default: %(default)s)",
     )
-    s.add_argument(
+    _option(
+        s,
         "--batch-size",
-        type=int,
-        default=env_int("batch_size", 256),
+        int,
+        256,
         help="records per poll and per Redis round trip (default: %(default)s)",
     )
-    s.add_argument(
+    _option(
+        s,
         "--text-ttl",
-        type=int,
-        default=env_int("text_ttl", 0),
+        int,
+        0,
         help="seconds the literal texts are kept for the second pass; 0 keeps them "
         "(default: %(default)s)",
     )
-    s.add_argument(
+    _option(
+        s,
         "--decision-ttl",
-        type=int,
-        default=env_int("decision_ttl", 0),
+        int,
+        0,
         help="seconds a decision is remembered for redeliveries; 0 keeps it (default: %(default)s)",
     )
-    s.add_argument(
+    _option(
+        s,
         "--metrics-port",
-        type=int,
-        default=env_int("metrics_port", 9464),
+        int,
+        9464,
         help="port of /metrics and /healthz; 0 turns them off (default: %(default)s)",
     )
-    s.add_argument(
+    _option(
+        s,
         "--metrics-host",
-        default=env("metrics_host", "127.0.0.1"),
+        str,
+        "127.0.0.1",
         help="address of the metrics endpoint (default: %(default)s)",
     )
     _engine_options(s)
@@ -302,20 +352,25 @@ def parser() -> argparse.ArgumentParser:
         default=1_000_000,
         help="synthetic documents for the memory figure; 0 skips it (default: %(default)s)",
     )
-    b.add_argument(
+    _option(
+        b,
         "--scheme",
-        default=env("scheme", DEFAULT_SCHEME),
+        str,
+        DEFAULT_SCHEME,
         help="block scheme of the serve processes (default: %(default)s)",
     )
-    b.add_argument(
+    _option(
+        b,
         "--batch-size",
-        type=int,
-        default=env_int("batch_size", 256),
+        int,
+        256,
         help="serve's batch size (default: %(default)s)",
     )
-    b.add_argument(
+    _option(
+        b,
         "--redis-url",
-        default=env("redis_url", "redis://127.0.0.1:6379/0"),
+        str,
+        "redis://127.0.0.1:6379/0",
         help="Redis server (default: %(default)s)",
     )
     _kafka_options(b)
@@ -337,9 +392,11 @@ def parser() -> argparse.ArgumentParser:
 
 
 def _kafka_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
+    _option(
+        p,
         "--bootstrap-servers",
-        default=env("bootstrap_servers", "127.0.0.1:9092"),
+        str,
+        "127.0.0.1:9092",
         help="Kafka brokers, host:port[,host:port] (default: %(default)s)",
     )
 
