@@ -147,15 +147,16 @@ class BlockScheme:
             out.append(np.array(masks, np.uint64))
         return out
 
-    def probes(self, fingerprints: Sequence[int]) -> list[list[tuple[int, int]]]:
-        """(table, key) of every bucket a lookup of each fingerprint reads."""
+    def probes(
+        self, fingerprints: Sequence[int], keys: list[list[int]] | None = None
+    ) -> list[list[tuple[int, int]]]:
+        """(table, key) of every bucket a lookup of each fingerprint reads; `keys`, when
+        the caller has them already, are the fingerprints' own table keys."""
+        rows = self.keys(fingerprints) if keys is None else keys
         if not self.radius:
-            return [list(enumerate(row)) for row in self.keys(fingerprints)]
+            return [list(enumerate(row)) for row in rows]
         flips = [f.tolist() for f in self.flips]
-        return [
-            [(t, key ^ f) for t, key in enumerate(row) for f in flips[t]]
-            for row in self.keys(fingerprints)
-        ]
+        return [[(t, key ^ f) for t, key in enumerate(row) for f in flips[t]] for row in rows]
 
     def key_bits(self) -> list[int]:
         return [sum(w for _, w in runs) for runs in self.tables]

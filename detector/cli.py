@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from . import __version__
@@ -417,28 +417,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     args = cli.parse_args(argv)
     try:
-        if args.command == "detect":
-            return _detect(args)
-        if args.command == "fit-idf":
-            return _fit_idf(args)
-        if args.command == "eval":
-            return _eval(args)
-        if args.command == "serve":
-            return _serve(args)
-        if args.command == "produce":
-            return _produce(args)
-        if args.command == "tail":
-            return _tail(args)
-        if args.command == "bench":
-            from .bench import main as bench
-
-            return bench(args)
+        return COMMANDS[args.command](args)
     except DetectorError as exc:
         print(f"neardup: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
-    return 1
 
 
 def _detect(args: argparse.Namespace) -> int:
@@ -619,3 +603,20 @@ def _tail(args: argparse.Namespace) -> int:
     except BrokenPipeError:
         pass
     return 0
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from .bench import main
+
+    return main(args)
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "detect": _detect,
+    "fit-idf": _fit_idf,
+    "eval": _eval,
+    "serve": _serve,
+    "produce": _produce,
+    "tail": _tail,
+    "bench": _bench,
+}

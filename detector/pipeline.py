@@ -23,7 +23,7 @@ from .blocks import BlockScheme
 from .engine import Engine, Print
 from .errors import BackendUnavailable, BadRecord
 from .index import Candidate, Commit, Index
-from .records import Decision, Document, error_record, parse_document
+from .records import Decision, Document, RawRecord, error_record, parse_document
 from .verify import LiteralCheck, jaccard
 
 MAX_ATTEMPTS = 20
@@ -198,9 +198,6 @@ class Counts:
             f"{' (' + reasons + ')' if reasons else ''}; "
             f"{self.seconds:.1f} s, {rate:,.0f} records/s"
         )
-
-
-RawRecord = tuple[bytes, dict[str, object]]  # the bytes and where they came from
 
 
 def batches(records: Iterable[RawRecord], size: int) -> Iterator[list[RawRecord]]:

@@ -12,6 +12,7 @@ from typing import Any
 from .errors import BadRecord
 
 DEFAULT_MAX_BYTES = 4 * 1024 * 1024
+RawRecord = tuple[bytes, dict[str, object]]  # an input's bytes and where they came from
 MAX_ID_CHARS = 512
 
 

@@ -256,7 +256,7 @@ class RedisIndex:
         ]
         fps = [c.entry.fingerprint if c.entry else 0 for c in items]
         keys = self.scheme.keys(fps)
-        probes = self.scheme.probes(fps) if self.scheme.radius else []
+        probes = self.scheme.probes(fps, keys) if self.scheme.radius else []
         for item_at, (item, row) in enumerate(zip(items, keys, strict=True)):
             e = item.entry
             kind = "r" if item.replay else ("e" if e is not None else "x")

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from ..errors import ConfigError
-from ..records import Decision
+from ..records import Decision, RawRecord
 
 GZIP_MAGIC = b"\x1f\x8b"
 
@@ -45,7 +45,7 @@ class _GzipLines(io.BufferedReader):
             self._under.close()
 
 
-def read_lines(stream: IO[bytes], source: str) -> Iterator[tuple[bytes, dict[str, object]]]:
+def read_lines(stream: IO[bytes], source: str) -> Iterator[RawRecord]:
     """Every non-blank line with its line number; the newline is not part of the record."""
     try:
         for number, line in enumerate(stream, start=1):

@@ -16,7 +16,7 @@ from kafka.errors import CommitFailedError, KafkaError, TopicAlreadyExistsError
 from kafka.structs import OffsetAndMetadata
 
 from ..errors import BackendUnavailable, ConfigError
-from ..records import Decision
+from ..records import Decision, RawRecord
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,6 @@ def ensure_topics(settings: KafkaSettings, topics: dict[str, int]) -> None:
         admin.close()
 
 
-RawRecord = tuple[bytes, dict[str, object]]
 log = logging.getLogger("neardup.kafka")
 
 
