@@ -7,13 +7,13 @@ weights, vector seed), so `version` names exactly what an index may be mixed wit
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cache
+from functools import lru_cache
 
 import numpy as np
 
 from .features import Featurizer
 from .index import Entry, Query
-from .normalize import normalize
+from .normalize import non_starters, normalize
 from .records import Document
 from .simhash import hyperplanes, simhash, simhash_vectors
 from .tokenize import char_classes, fmix64
@@ -47,14 +47,20 @@ class Engine:
         self.vector_seed = vector_seed
         self.literal_shingle = literal_shingle
         self.version = f"{self.featurizer.version}+hyperplanes-s{vector_seed}"
-        char_classes()  # build the table now, so that forked workers inherit it
+        char_classes()  # build the tables now, so that forked workers inherit them
+        non_starters()
 
-    @cache  # noqa: B019 - one engine lives for the whole run; planes are per dimension
+    # Planes are per dimension; a few dimensions are kept, not one for every dimension a
+    # stream of hostile records may name (up to MAX_EMBEDDING_DIM: 8 MB each).
+    @lru_cache(maxsize=8)  # noqa: B019 - one engine lives for the whole run
     def _planes(self, dim: int) -> np.ndarray:
         return hyperplanes(dim, self.vector_seed)
 
-    def fingerprint(self, docs: list[Document]) -> list[Print]:
-        texts = [normalize(d.text) for d in docs]
+    def fingerprint(self, docs: list[Document], texts: list[str] | None = None) -> list[Print]:
+        """Prints of a batch; `texts` are the documents' normalized texts, when the caller
+        has them already."""
+        if texts is None:
+            texts = [normalize(d.text) for d in docs]
         features = self.featurizer.batch(texts)
         fps = simhash(features)
         tokens = features.tokens

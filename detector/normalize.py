@@ -12,11 +12,23 @@ from __future__ import annotations
 import html
 import re
 import unicodedata
+from functools import cache
+
+import numpy as np
 
 # Tags, comments and the bodies of script/style elements; crawled pages carry all three.
-_SCRIPT_STYLE = re.compile(r"<(script|style)\b[^>]*>.*?</\1\s*>", re.IGNORECASE | re.DOTALL)
-_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
+# Elements and comments are found by a scan, not by one regex such as
+# `<(script|style)\b[^>]*>.*?</\1\s*>`: that regex retries its lazy body from every
+# opening that never closes, quadratic on a page of unclosed openings (64 kB of "<!--"
+# took 8 s, 4 MB would take hours).
+_OPENING: dict[tuple[str, ...], re.Pattern[str]] = {
+    names: re.compile(rf"<({'|'.join(names)})\b[^>]*>", re.IGNORECASE)
+    for names in (("script", "style"), ("script",), ("style",))
+}
+_CLOSING = {name: re.compile(rf"</{name}\s*>", re.IGNORECASE) for name in ("script", "style")}
 _TAG = re.compile(r"</?[A-Za-z][^<>]*>|<![^<>]*>")
+# html.unescape's own pattern of a character reference (see _unescape).
+_CHARREF = re.compile(r"&(#[0-9]+;?|#[xX][0-9a-fA-F]+;?|[^\t\n\f <&#;]{1,32};?)")
 _ENTITY = re.compile(r"&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});")
 # Only pages that look like HTML lose their tags: plain text such as man pages writes
 # placeholders like <file> that are words, not markup.
@@ -53,19 +65,104 @@ def strip_markup(text: str) -> str:
     (with their semicolon) are decoded, so `?a=1&copy=2` stays as written.
     """
     if "<" in text and _LOOKS_LIKE_HTML.search(text):
-        text = _SCRIPT_STYLE.sub(" ", text)
-        text = _COMMENT.sub(" ", text)
-        return html.unescape(_TAG.sub(" ", text))
+        text = _drop_comments(_drop_scripts_and_styles(text))
+        return _unescape(_TAG.sub(" ", text))
     if "&" in text:
         text = _ENTITY.sub(lambda m: html.unescape(m[0]), text)
     return text
 
 
+def _drop_scripts_and_styles(text: str) -> str:
+    """Each script or style element, body and all, -> a space; as the regex above would,
+    in one pass: an element that never closes stays, and so does every later one of its
+    name (none of them can close either)."""
+    names: tuple[str, ...] = ("script", "style")
+    kept: list[str] = []
+    pos = at = 0
+    end = text.rfind(">") + 1  # no opening tag ends later: no scan runs past the last ">"
+    while names and (opening := _OPENING[names].search(text, at, end)):
+        name = opening[1].lower()
+        closing = _CLOSING[name].search(text, opening.end(), end)
+        if closing is None:
+            names = tuple(n for n in names if n != name)
+            at = opening.start() + 1
+            continue
+        kept += (text[pos : opening.start()], " ")
+        pos = at = closing.end()
+    return "".join(kept) + text[pos:] if kept else text
+
+
+def _drop_comments(text: str) -> str:
+    """Each `<!--...-->` -> a space; after an unclosed `<!--` there is nothing to drop."""
+    kept: list[str] = []
+    pos = 0
+    while (start := text.find("<!--", pos)) >= 0 and (end := text.find("-->", start + 4)) >= 0:
+        kept += (text[pos:start], " ")
+        pos = end + 3
+    return "".join(kept) + text[pos:] if kept else text
+
+
+def _unescape(text: str) -> str:
+    """html.unescape, except that a decimal reference of more than 4,300 digits does not
+    raise ValueError (Python refuses such int() conversions): it is beyond U+10FFFF, so
+    U+FFFD, as html.unescape answers for any reference past the last code point."""
+    return _CHARREF.sub(_unescape_one, text) if "&" in text else text
+
+
+def _unescape_one(ref: re.Match[str]) -> str:
+    if ref[1][0] == "#" and ref[1][1] not in "xX":
+        digits = ref[1][1:].rstrip(";").lstrip("0")
+        return "\ufffd" if len(digits) > 7 else html.unescape(f"&#{digits or 0};")
+    return html.unescape(ref[0])
+
+
+# UAX #15's stream-safe limit: no character of any script carries more combining marks.
+MAX_NON_STARTERS = 30
+_CGJ = "\u034f"  # combining grapheme joiner: a starter that changes no text's rendering
+
+
+@cache
+def non_starters() -> np.ndarray:
+    """Code points whose NFKD begins with a combining mark (built once, ~0.1 s)."""
+    table = np.zeros(0x110000, bool)
+    for c in range(0x110000):
+        ch = chr(c)
+        if unicodedata.combining(ch) or (
+            unicodedata.decomposition(ch)
+            and unicodedata.combining(unicodedata.normalize("NFKD", ch)[0])
+        ):
+            table[c] = True
+    return table
+
+
+def _stream_safe(text: str) -> str:
+    """A combining grapheme joiner after every 30 combining marks in a row (UAX #15's
+    stream-safe format). NFKC puts a run of marks in canonical order with an insertion
+    sort, quadratic in the run's length: 300 kB of alternating marks took 25 s. Marks are
+    not word characters, so the tokens stay the same."""
+    marks = non_starters()[np.frombuffer(text.encode("utf-32-le", "surrogatepass"), np.uint32)]
+    if np.count_nonzero(marks) <= MAX_NON_STARTERS:  # most texts: too few marks for a run
+        return text
+    edges = np.diff(marks.astype(np.int8), prepend=0, append=0)
+    starts, ends = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
+    long = (ends - starts) > MAX_NON_STARTERS
+    if not long.any():
+        return text
+    kept: list[str] = []
+    pos = 0
+    for start, end in zip(starts[long].tolist(), ends[long].tolist(), strict=True):
+        for cut in range(start + MAX_NON_STARTERS, end, MAX_NON_STARTERS):
+            kept += (text[pos:cut], _CGJ)
+            pos = cut
+    return "".join(kept) + text[pos:]
+
+
 def normalize(text: str) -> str:
     """Markup removed, NFKC, case folded."""
     text = strip_markup(text)
-    if not text.isascii():
-        text = unicodedata.normalize("NFKC", text)
+    # Most texts are in NFKC already, and the quick check that says so is linear.
+    if not text.isascii() and not unicodedata.is_normalized("NFKC", text):
+        text = unicodedata.normalize("NFKC", _stream_safe(text))
     return text.casefold()
 
 

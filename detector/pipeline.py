@@ -23,7 +23,16 @@ from .blocks import BlockScheme
 from .engine import Engine, Print
 from .errors import BackendUnavailable, BadRecord
 from .index import Candidate, Commit, Index
-from .records import Decision, Document, RawRecord, error_record, parse_document
+from .normalize import normalize
+from .records import (
+    DEFAULT_MAX_TOKENS,
+    Decision,
+    Document,
+    RawRecord,
+    error_record,
+    parse_document,
+)
+from .tokenize import count_tokens
 from .verify import LiteralCheck, jaccard
 
 MAX_ATTEMPTS = 20
@@ -221,14 +230,33 @@ class Prepared:
     errors: list[dict[str, object]]
 
 
-def prepare(engine: Engine, batch: list[RawRecord], max_bytes: int) -> Prepared:
-    docs, errors = [], []
+def prepare(
+    engine: Engine, batch: list[RawRecord], max_bytes: int, max_tokens: int = DEFAULT_MAX_TOKENS
+) -> Prepared:
+    """Parse, check and fingerprint a batch; a record over a limit is an error record."""
+    docs, texts, errors = [], [], []
     for raw, where in batch:
         try:
-            docs.append(parse_document(raw, max_bytes))
+            doc = parse_document(raw, max_bytes)
+            text = normalize(doc.text)
+            check_tokens(text, max_tokens)
         except BadRecord as bad:
             errors.append(error_record(bad.reason, bad.detail, raw, **where))
-    return Prepared(len(batch), docs, engine.fingerprint(docs), errors)
+        else:
+            docs.append(doc)
+            texts.append(text)
+    return Prepared(len(batch), docs, engine.fingerprint(docs, texts), errors)
+
+
+def check_tokens(normalized: str, max_tokens: int) -> None:
+    """BadRecord when a normalized text has more than max_tokens tokens.
+
+    Every token takes at least one character of the normalized text, so only a text
+    longer than the limit is counted. The raw text's length would not do: NFKC turns
+    one character into up to 18 (U+FDFA) and up to 6 tokens (U+3316).
+    """
+    if len(normalized) > max_tokens and (count := count_tokens(normalized)) > max_tokens:
+        raise BadRecord("too_many_tokens", f"{count} tokens, the limit is {max_tokens}")
 
 
 _worker_engine: Engine | None = None
@@ -239,9 +267,9 @@ def _start_worker(engine: Engine) -> None:
     _worker_engine = engine
 
 
-def _prepare_in_worker(batch: list[RawRecord], max_bytes: int) -> Prepared:
+def _prepare_in_worker(batch: list[RawRecord], max_bytes: int, max_tokens: int) -> Prepared:
     assert _worker_engine is not None
-    return prepare(_worker_engine, batch, max_bytes)
+    return prepare(_worker_engine, batch, max_bytes, max_tokens)
 
 
 def prepared(
@@ -251,19 +279,20 @@ def prepared(
     max_bytes: int,
     workers: int,
     start_method: str = "spawn",
+    max_tokens: int = DEFAULT_MAX_TOKENS,
 ) -> Iterator[Prepared]:
     """Batches parsed and fingerprinted, in order. With workers, that work runs in other
     processes ahead of the decisions, which must stay in order in this one. Fork starts
     them at once but is only safe in a process without threads (`detect`, not `serve`)."""
     if workers <= 0:
         for batch in batches(records, batch_size):
-            yield prepare(engine, batch, max_bytes)
+            yield prepare(engine, batch, max_bytes, max_tokens)
         return
     context = multiprocessing.get_context(start_method)
     with ProcessPoolExecutor(workers, context, _start_worker, (engine,)) as pool:
         pending: deque[Future[Prepared]] = deque()
         for batch in batches(records, batch_size):
-            pending.append(pool.submit(_prepare_in_worker, batch, max_bytes))
+            pending.append(pool.submit(_prepare_in_worker, batch, max_bytes, max_tokens))
             if len(pending) > 2 * workers:
                 yield pending.popleft().result()
         while pending:
@@ -279,6 +308,7 @@ def run(
     progress: Any = None,
     workers: int = 0,
     start_method: str = "spawn",
+    max_tokens: int = DEFAULT_MAX_TOKENS,
 ) -> Counts:
     """Parse, decide and publish every record; bad ones become error records.
 
@@ -287,7 +317,9 @@ def run(
     """
     counts = Counts()
     started = time.perf_counter()
-    batches_ = prepared(detector.engine, records, batch_size, max_bytes, workers, start_method)
+    batches_ = prepared(
+        detector.engine, records, batch_size, max_bytes, workers, start_method, max_tokens
+    )
     for batch in batches_:
         for error in batch.errors:
             counts.errors += 1

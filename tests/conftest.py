@@ -95,6 +95,12 @@ def verdicts(decisions: Iterable[dict[str, Any]]) -> list[tuple[Any, ...]]:
     ]
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # kafka-python 3 loads its protocol schemas with a deprecated importlib call
+    for message in ("read_text is deprecated", "open_text is deprecated"):
+        config.addinivalue_line("filterwarnings", f"ignore:{message}:DeprecationWarning")
+
+
 @pytest.fixture(autouse=True)
 def _no_neardup_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """Options come from NEARDUP_* variables too: keep the caller's environment out."""

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import html
 import random
+import re
+import time
 import unicodedata
 
 import pytest
@@ -10,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from detector.engine import Engine
-from detector.normalize import normalize, tokens
+from detector.normalize import _TAG, normalize, strip_markup, tokens
 from detector.records import Document
 
 JAPANESE = (
@@ -148,6 +151,58 @@ def test_markup_does_not_change_the_fingerprint_of_html_pages() -> None:
     )
     assert fingerprint(plain) == fingerprint(html)
     assert digest(plain) == digest(html)
+
+
+# --- hostile markup and marks: linear time, no exception -----------------------------------
+
+# The regexes strip_markup used before its scans; on pages whose elements close, the scans
+# must do exactly what they did.
+_OLD_SCRIPT_STYLE = re.compile(r"<(script|style)\b[^>]*>.*?</\1\s*>", re.IGNORECASE | re.DOTALL)
+_OLD_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
+_MARKUP = [
+    "<p>", "<script>", "</script>", "<SCRIPT a=1>", "</Script >", "<style x='<script>'>",
+    "</style>", "<!--", "-->", "<!-->", "<", ">", "x", " ", "\n", "&amp;", "&#65;", "&am",
+    "p;", "<div", "<!doctype html>", "é",
+]  # fmt: skip
+
+
+@given(st.lists(st.sampled_from(_MARKUP), max_size=24).map("".join))
+def test_markup_scans_remove_what_the_regexes_removed(text: str) -> None:
+    page = "<html>" + text
+    old = html.unescape(_TAG.sub(" ", _OLD_COMMENT.sub(" ", _OLD_SCRIPT_STYLE.sub(" ", page))))
+    assert strip_markup(page) == old
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "<p>" + "<!--" * 1_000_000,  # 64 kB of these took 8 s
+        "<p>" + "<script>" * 500_000,  # 128 kB took 14 s
+        "<p" + "<style " * 500_000,
+        "a" + "\u0301\u0316" * 1_000_000,  # NFKC's insertion sort: 320 kB took 25 s
+        "\u0f73" * 1_300_000,  # one character, two marks in reverse order
+    ],
+    ids=["unclosed comments", "unclosed scripts", "openings without >", "marks", "tibetan"],
+)
+def test_hostile_pages_of_4_mb_normalize_in_linear_time(text: str) -> None:
+    started = time.perf_counter()
+    normalize(text)
+    assert time.perf_counter() - started < 5  # about 0.1-0.4 s; quadratic took hours
+
+
+def test_a_decimal_reference_beyond_the_int_digit_limit_is_a_replacement_character() -> None:
+    """html.unescape raises ValueError on `&#` and more than 4,300 digits."""
+    assert normalize("<p>a &#" + "1" * 5000 + "; b") == " a \ufffd b"
+    assert normalize("<p>&#" + "0" * 5000 + "65;") == " a"
+    beyond = "<p>&#x" + "f" * 5000 + ";&#1114109;&#1114112;"  # U+10FFFD is the last but two
+    assert normalize(beyond) == " \ufffd\U0010fffd\ufffd"
+
+
+def test_runs_of_marks_are_cut_but_their_tokens_stay() -> None:
+    zalgo = "z" + "\u0301\u0316\u0300\u0317" * 20 + "algo"
+    assert tokens(normalize(zalgo)) == ["ź", "algo"]
+    assert "\u034f" in normalize(zalgo)  # a CGJ after every 30 marks
+    assert normalize("e\u0301 \u0301\u0316") == "é \u0316\u0301"  # short runs as NFKC
 
 
 # --- CJK ------------------------------------------------------------------------------

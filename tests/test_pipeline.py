@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from detector.config import EngineSettings
 from detector.engine import TEXT_SPACE
 from detector.index.memory import MemoryIndex
-from detector.pipeline import Detector, run
-from detector.records import Decision, Document
+from detector.pipeline import Detector, prepare, run
+from detector.records import DEFAULT_MAX_BYTES, DEFAULT_MAX_TOKENS, Decision, Document
 from detector.simhash import hyperplanes, simhash_vectors
 from detector.verify import LiteralCheck, jaccard
 
@@ -409,3 +409,33 @@ def test_run_with_worker_processes_gives_the_same_decisions() -> None:
     run(make_detector(), records, workers, 4, 10**7, workers=2, start_method="fork")
     assert [verdict(d) for d in workers.out] == [verdict(d) for d in inline.out]
     assert len(inline.out) == len(docs)
+
+
+# --- the token limit ---------------------------------------------------------------------
+
+
+def test_a_record_over_the_token_limit_is_an_error_record_and_the_rest_are_decided() -> None:
+    texts = ["a " * 1_000_000, words_text(3, 300), "z" * 2_000_000, "ab " * 20]
+    records = [
+        (json.dumps({"id": str(n), "text": t}).encode(), {"line": n})
+        for n, t in enumerate(texts, 1)
+    ]
+    sink = ListSink()
+    counts = run(make_detector(), records, sink, 100, DEFAULT_MAX_BYTES)
+    assert [d.id for d in sink.out] == ["2", "3", "4"]  # one 2 MB word is one token
+    assert [(e["line"], e["reason"], e["detail"]) for e in sink.errors] == [
+        (1, "too_many_tokens", f"1000000 tokens, the limit is {DEFAULT_MAX_TOKENS}")
+    ]
+    assert counts.reasons == {"too_many_tokens": 1}
+    sink = ListSink()
+    run(make_detector(), records, sink, 100, DEFAULT_MAX_BYTES, max_tokens=20)
+    assert [d.id for d in sink.out] == ["3", "4"]
+
+
+def test_the_token_limit_counts_the_normalized_text() -> None:
+    """NFKC makes six katakana of U+3316: 100 characters, 600 tokens."""
+    detector = make_detector()
+    raw = json.dumps({"id": "kana", "text": "\u3316" * 100}).encode()
+    out = prepare(detector.engine, [(raw, {})], DEFAULT_MAX_BYTES, max_tokens=599)
+    assert [e["detail"] for e in out.errors] == ["600 tokens, the limit is 599"]
+    assert len(prepare(detector.engine, [(raw, {})], DEFAULT_MAX_BYTES, 600).docs) == 1

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from detector.errors import BadRecord, DetectorError
 from detector.records import (
     DEFAULT_MAX_BYTES,
+    MAX_EMBEDDING_DIM,
     MAX_ID_CHARS,
     Decision,
     Document,
@@ -245,3 +246,14 @@ def test_error_record_keeps_the_bytes_and_the_place() -> None:
     assert base64.b64decode(rec["raw_base64"]) == raw
     assert rec["raw_bytes"] == len(raw)
     json.dumps(rec)  # serializable as is
+
+
+def test_embedding_dimensions_are_limited() -> None:
+    """Hyperplanes cost 512 bytes per dimension: a 4 MiB record of a million zeros would
+    make 512 MB of them."""
+    ok = parse_document(line(embedding=[0.5] * MAX_EMBEDDING_DIM))
+    assert len(ok.embedding or []) == MAX_EMBEDDING_DIM
+    with pytest.raises(BadRecord) as info:
+        parse_document(line(embedding=[0] * (MAX_EMBEDDING_DIM + 1)))
+    assert info.value.reason == "bad_embedding"
+    assert info.value.detail == f"{MAX_EMBEDDING_DIM + 1} dimensions, the limit is 16384"

@@ -7,7 +7,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from detector.normalize import NO_SPACE_CHAR, normalize, tokens
-from detector.tokenize import TokenBatch, tokenize
+from detector.tokenize import TokenBatch, count_tokens, tokenize
 
 # Every code point except the surrogates (not text; JSON lone-surrogate escapes are a
 # records concern).
@@ -159,3 +159,20 @@ def test_empty_batch() -> None:
     assert list(tb.bounds()) == [0]
     tb = tokenize(["", "", "a"])
     assert per_text(tb) == [[], [], ["a"]]
+
+
+@given(text=texts)
+@example(text="")
+@example(text="a" * 100 + " 中文 ภาษา e\u0301")
+def test_count_tokens_is_the_number_of_tokens(text: str) -> None:
+    assert count_tokens(text) == len(tokenize([text]).key) == len(tokens(text))
+
+
+@given(lengths=st.lists(st.integers(1, 700), min_size=1, max_size=60))
+def test_long_tokens_get_the_same_key_however_many_share_the_batch(lengths: list[int]) -> None:
+    """The longest tokens of a batch finish hashing in Python, the rest in numpy: a token's
+    key must not depend on which (it is the identity of exact copies in the index)."""
+    words = ["".join(chr(97 + (i * 7 + n) % 26) for i in range(n)) for n in lengths]
+    together = tokenize([" ".join(words)]).key
+    alone = [int(tokenize([w]).key[0]) for w in words]
+    assert [int(k) for k in together] == alone

@@ -197,3 +197,93 @@ def test_a_large_bad_record_is_dead_lettered_too(
     assert letter["raw_bytes"] == len(raw)
     assert raw.startswith(base64.b64decode(letter["raw_base64"]))
     assert server.stop() == 0, logs([server])
+
+
+MiB = 1024 * 1024
+# kafka-python's consumer drops a fetch response frame over its receive_message_max_bytes
+# (100,000,000 by default, whatever the fetch sizes) and fetches it again, forever.
+FRAME_LIMIT = 100_000_000
+
+
+def wait_for_commit(group: str, topic: str, end: int, timeout: float) -> int | None:
+    """Until the group has committed offset `end` of partition 0; the last one read."""
+    deadline = time.monotonic() + timeout
+    committed = committed_offset(group, topic)
+    while committed != end and time.monotonic() < deadline:
+        time.sleep(0.5)
+        committed = committed_offset(group, topic)
+    return committed
+
+
+def oversized(kind: str) -> bytes:
+    if kind == "million_tokens":  # 2 MB, under serve's default max_bytes (4 MiB)
+        return json.dumps({"id": "million", "text": "a " * 1_000_000}).encode()
+    size = {"50MiB": 50 * MiB, "over_the_frame_limit": FRAME_LIMIT + 200_000}[kind]
+    return b'{"id": "huge", "text": "' + b"x" * (size - 26) + b'"}'
+
+
+@pytest.mark.parametrize(
+    ("kind", "reason", "wait"),
+    [
+        # above the consumer's max_partition_fetch_bytes (8 MiB) and fetch_max_bytes (50 MiB):
+        # the broker sends it anyway (fetch v3+, KIP-74)
+        ("50MiB", "too_large", 60),
+        ("million_tokens", "too_many_tokens", 60),
+        pytest.param(
+            "over_the_frame_limit",
+            "too_large",
+            20,
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="the partition stalls: kafka-python's InvalidReceiveError on the fetch "
+                "frame, logged and retried forever, until detector/stream/kafka.py sets the "
+                "consumer's receive_message_max_bytes above the largest batch a broker takes",
+            ),
+        ),
+    ],
+)
+def test_an_oversized_record_is_dead_lettered_and_its_partition_goes_on(
+    kind: str,
+    reason: str,
+    wait: float,
+    names: Names,
+    serve: Callable[..., Serve],
+    decisions: DecisionReader,
+    dead_letters: TopicReader,
+) -> None:
+    """With serve's default limits: the record gets its dead letter with its reason, the
+    records after it on the same partition are decided, and the offset commit reaches the
+    end of the partition (nothing stalls behind the big record)."""
+    raw = oversized(kind)
+    # A batch must fit in a log segment as well, and the stack's segments are 16 MiB.
+    configs = {"max.message.bytes": str(128 * MiB), "segment.bytes": str(256 * MiB)}
+    create_topics({names.input: 1}, configs)
+    server = serve()
+    good = good_records(6, "after")
+    with Producer(max_request_size=128 * MiB) as producer:
+        producer.send_record(names.input, good[0])
+        producer.flush()
+        assert not decisions.wait_for([good[0]["id"]], timeout=30), logs([server])
+        future = producer.send(names.input, raw)
+        for r in good[1:]:
+            producer.send_record(names.input, r)
+        end = producer.flush(timeout=120)[-1].offset + 1
+        where = future.get(timeout=10)
+
+    missing = decisions.wait_for([r["id"] for r in good], timeout=wait, idle=1.0)
+    assert not missing, f"records after the big one undecided: {missing}\n{logs([server])}"
+    dead_letters.until(lambda r: bool(r.records), timeout=10, idle=1.0)
+    letters = [d for d in dead_letters.records if d["offset"] == where.offset]
+    assert len(letters) == len(dead_letters.records) == 1, dead_letters.records
+    letter = letters[0]
+    assert (letter["reason"], letter["partition"], letter["topic"]) == (reason, 0, names.input)
+    assert letter["raw_bytes"] == len(raw)
+    assert letter["raw_truncated"] is (len(raw) > 256 * 1024)
+    assert raw.startswith(base64.b64decode(letter["raw_base64"]))
+    if reason == "too_many_tokens":
+        assert letter["detail"] == "1000000 tokens, the limit is 200000"
+    committed = wait_for_commit(names.group, names.input, end, timeout=30)
+    assert committed == end, f"committed {committed}, the partition ends at {end}"
+    assert {d["id"] for d in decisions.records} == {r["id"] for r in good}
+    assert server.alive(), logs([server])
+    assert server.stop() == 0, logs([server])
