@@ -199,3 +199,42 @@ def test_empty_lookup_and_commit() -> None:
     assert index.lookup([]) == []
     assert index.commit([]).done == 0
     assert index.lookup([Query("t", 0, "d")])[0].candidates == []
+
+
+@pytest.mark.parametrize("tail", [1, None], ids=["merged", "tail-default"])
+@pytest.mark.parametrize("shared", [True, False], ids=["one-fingerprint", "variants"])
+@settings(max_examples=20)
+@given(count=st.integers(1, 40), cap=st.integers(1, 8))
+def test_a_bucket_gives_its_newest_entries_only(
+    tail: int | None, shared: bool, count: int, cap: int
+) -> None:
+    """Merged into the tables, a key contributes its newest `max_bucket` fingerprints and
+    a fingerprint its newest `max_bucket` documents; the unmerged tail is scanned whole."""
+    scheme = BlockScheme.parse("manku-4")  # variants in the last block share 3 tables
+    base = 0x1111222233330000
+    flips = [x for x in range(1, 1 << 16) if x.bit_count() <= scheme.k][:count]
+    with _patched(tail):
+        index = MemoryIndex(scheme, max_bucket=cap)
+        docs = [
+            Entry(f"d{i:02d}", "t", base if shared else base ^ x, f"g{i}", "")
+            for i, x in enumerate(flips)
+        ]
+        add(index, docs)
+        got = {c.id for c in index.lookup([Query("t", base, "x")])[0].candidates}
+    if tail == 1 or shared:
+        assert got == {e.id for e in docs[-cap:]}
+    else:  # all still in the tail
+        assert got == {e.id for e in docs}
+
+
+def test_a_deleted_document_is_no_candidate_no_exact_copy_no_decision() -> None:
+    with _patched(1):
+        index = MemoryIndex(BlockScheme.parse("manku-4"))
+        add(index, [Entry("a", "t", 1, "D", "x"), Entry("b", "t", 3, "E", "y")])
+        assert index.delete(["a", "zz"]) == ["a"]
+        found = index.lookup([Query("t", 1, "D")])[0]
+    assert found.exact is None
+    assert [c.id for c in found.candidates] == ["b"]
+    assert index.texts(["a", "b"]) == {"b": "y"}
+    assert index.decisions(["a"]) == {}
+    assert index.delete(["a"]) == []

@@ -1,7 +1,12 @@
 """The index interface: block tables of fingerprints, exact-copy digests, literal texts
 and past decisions. `memory.MemoryIndex` implements it in process; the Redis index of
-`neardup serve` implements the same interface on a server. The pipeline never asks which
-one it has.
+`neardup serve` implements the same interface on a server or a Redis Cluster. The
+pipeline never asks which one it has.
+
+Both bound the work of a lookup the same way: a block-table bucket contributes only its
+newest `max_bucket` entries (DEFAULT_MAX_BUCKET), so a flood of variants into one bucket
+(a hot bucket) cannot slow every lookup that touches it. An older entry of a hot bucket
+is still found through the other tables its fingerprint is in.
 """
 
 from __future__ import annotations
@@ -13,6 +18,8 @@ from typing import Protocol
 import lz4.block
 
 from ..records import Decision
+
+DEFAULT_MAX_BUCKET = 1024
 
 
 def pack_text(text: str) -> bytes:
@@ -95,5 +102,10 @@ class Index(Protocol):
     def commit(self, items: Sequence[Commit]) -> Committed:
         """Atomically check that nothing conflicting was indexed since the lookup, then
         index the entries and store the decisions, in order."""
+
+    def delete(self, ids: Sequence[str]) -> list[str]:
+        """Forget documents: no longer candidates nor exact-copy targets, their texts and
+        decisions gone (a record delivered again is decided afresh). Returns the ids
+        that were known."""
 
     def stats(self) -> dict[str, int]: ...

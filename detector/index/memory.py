@@ -7,8 +7,9 @@ document and table. New fingerprints wait in a small unsorted tail, searched by 
 force, until the tail is large enough to merge.
 
 Exact copies never reach the tables (the digest map answers them), and documents that
-share a fingerprint (different texts, rarely) share one table entry and are all
-candidates.
+share a fingerprint (different texts, rarely) share one table entry and are candidates,
+the newest `max_bucket` of them. A table key contributes its newest `max_bucket`
+fingerprints; the tail is always scanned whole.
 """
 
 from __future__ import annotations
@@ -22,7 +23,17 @@ import numpy as np
 from ..blocks import BlockScheme
 from ..errors import ConfigError
 from ..records import Decision
-from . import Candidate, Commit, Committed, Entry, Found, Query, pack_text, unpack_text
+from . import (
+    DEFAULT_MAX_BUCKET,
+    Candidate,
+    Commit,
+    Committed,
+    Entry,
+    Found,
+    Query,
+    pack_text,
+    unpack_text,
+)
 
 TAIL = 4096  # fingerprints waiting unsorted: scanned by brute force, then merged
 
@@ -54,16 +65,24 @@ class _Space:
 
 class MemoryIndex:
     def __init__(
-        self, scheme: BlockScheme, namespace: str = "default", compress: bool = True
+        self,
+        scheme: BlockScheme,
+        namespace: str = "default",
+        compress: bool = True,
+        max_bucket: int = DEFAULT_MAX_BUCKET,
     ) -> None:
+        if max_bucket < 1:
+            raise ConfigError("max_bucket must be at least 1")
         self.scheme = scheme
         self.namespace = namespace
         self.compress = compress
+        self.max_bucket = max_bucket
         self.version: str | None = None
         self._spaces: dict[str, _Space] = {}
         self._digests: dict[str, str] = {}
         self._texts: dict[str, bytes | str] = {}
         self._decisions: dict[str, Decision] = {}
+        self._where: dict[str, tuple[_Space, int]] = {}  # id -> its fingerprint's place
         self._key_type: type[np.unsignedinteger[Any]] = (
             np.uint32 if max(scheme.key_bits()) <= 32 else np.uint64
         )
@@ -95,8 +114,9 @@ class MemoryIndex:
             for t, (table, members) in enumerate(zip(space.keys, space.members, strict=True)):
                 flips = self.scheme.flips[t].astype(self._key_type)  # [0] without probing
                 probe = (keys[:, t, None] ^ flips[None, :]).ravel()
-                lo = np.searchsorted(table, probe, "left")
                 hi = np.searchsorted(table, probe, "right")
+                # members of a key are in insertion order: the newest are last
+                lo = np.maximum(np.searchsorted(table, probe, "left"), hi - self.max_bucket)
                 count = hi - lo
                 total = int(count.sum())
                 if total:
@@ -118,7 +138,10 @@ class MemoryIndex:
         for i, pos, d in zip(
             pairs[0][keep].tolist(), pairs[1][keep].tolist(), dist[keep].tolist(), strict=True
         ):
-            out[i].extend(Candidate(doc_id, space.fps[pos], d) for doc_id in space.ids[pos])
+            out[i].extend(
+                Candidate(doc_id, space.fps[pos], d)
+                for doc_id in space.ids[pos][-self.max_bucket :]
+            )
         for cands in out:
             cands.sort(key=lambda c: (c.distance, c.id))
         return out
@@ -140,11 +163,12 @@ class MemoryIndex:
                 space = self._spaces[e.space] = _Space()
             pos = space.position.get(e.fingerprint)
             if pos is None:
-                space.position[e.fingerprint] = len(space.fps)
+                pos = space.position[e.fingerprint] = len(space.fps)
                 space.fps.append(e.fingerprint)
                 space.ids.append([e.id])
             else:
                 space.ids[pos].append(e.id)
+            self._where[e.id] = (space, pos)
         for space in self._spaces.values():
             if len(space.fps) - space.merged >= TAIL:
                 self._merge(space)
@@ -177,6 +201,24 @@ class MemoryIndex:
                 self.insert([item.entry])
             self.record([item.decision])
         return Committed(len(items), stored)
+
+    def delete(self, ids: Sequence[str]) -> list[str]:
+        """The fingerprint stays in the tables (sorted arrays are not worth rewriting for
+        one document) but names the document no more."""
+        gone = []
+        for doc_id in dict.fromkeys(ids):
+            known = self._decisions.pop(doc_id, None) is not None
+            known |= self._texts.pop(doc_id, None) is not None
+            place = self._where.pop(doc_id, None)
+            if place is not None:
+                space, pos = place
+                space.ids[pos] = [i for i in space.ids[pos] if i != doc_id]
+            if known:
+                gone.append(doc_id)
+        if gone:
+            dropped = set(gone)
+            self._digests = {d: i for d, i in self._digests.items() if i not in dropped}
+        return gone
 
     def decisions(self, ids: Sequence[str]) -> dict[str, Decision]:
         return {i: self._decisions[i] for i in ids if i in self._decisions}

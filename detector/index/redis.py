@@ -1,149 +1,346 @@
-"""The Redis index: the same interface as the memory index, on a Redis 7 server.
+"""The Redis index: the interface of the memory index, on a Redis 7 server or a Redis Cluster.
 
-Key layout, every key under the prefix `nd:{NAME}:` (the braces are a Redis Cluster hash
-tag: all keys of one index live in one slot, so the commit script stays atomic):
+Key layout of index NAME (layout 2). The keys the commit must read and write atomically
+share the hash tag {NAME}, one slot (the coordinator); everything that grows with the
+index is spread over SHARDS hash tags {NAME/0} .. {NAME/63}, which a Redis Cluster spreads
+over its primaries. On a single server the keys are the same.
 
-    nd:{NAME}:meta                 hash    version of the fingerprints, block scheme
-    nd:{NAME}:seq                  string  counter: the number of the last indexed document
-    nd:{NAME}:b:{SPACE}:{T}:{KEY}  string  block table T's bucket KEY (hex): 12-byte entries,
-                                           fingerprint (8, little endian) + number (4), in
-                                           number order
-    nd:{NAME}:id:{N>>7}            hash    field N & 127 -> id of document number N
-    nd:{NAME}:dg:{D[:4]}           hash    field D[4:] -> id of the first document whose
-                                           token stream has digest D (exact copies)
-    nd:{NAME}:tx:{ID}              string  LZ4 of the normalized text (literal pass; TTL)
-    nd:{NAME}:dec:{ID}             string  the decision JSON (redelivery; TTL)
+  coordinator, nd:{NAME}:
+    meta              hash    layout, fingerprint version, block scheme, retention
+    seq               string  number of the last committed document
+    log               string  LOG entries (fingerprint, digest hash, space) of documents
+                              logbase+1 .. seq: the recent ones, read by lookups until the
+                              shards have them and by commits to check for conflicts
+    logbase           string
+    pending           zset    committed ranges "first:last:time" not yet applied to the
+                              shards, scored by first
+    epochs            zset    seq at a commit time (retention: what is older than the horizon)
+    id:{N>>7}         hash    N & 127 -> id of document number N
+    dec:{ID}          string  the decision JSON; "N SPACE DIGESTHASH\\n" before it when the
+                              document is indexed (what `delete` and `export` need)
+  shard S, nd:{NAME/S}:
+    b:{SPACE}:{T}:{KEY}   string  bucket KEY of block table T: 12-byte entries (fingerprint
+                                  8 little endian, number 4), oldest first
+    dg:{H[:2]}        hash    H[2:] -> number; H is the 16-byte hash of a token-stream digest
+    tx:{ID}           string  LZ4 of the normalized text (literal pass)
 
-Documents are numbered by the commit script, so every bucket is sorted by number and
-"indexed since the lookup" means "number above the lookup's mark": the conflict check
-reads only the tail of each bucket.
+A batch's commit, one consumer:
+  1. lookup: the coordinator's snapshot (seq, the log since the shards were last complete,
+     the retention cutoff), then the shards' buckets and digests, then ids by number
+  2. write the texts of the documents to index (a candidate must be verifiable the moment
+     it is committed)
+  3. COMMIT script on the coordinator: if seq moved since the lookup, it answers with the
+     log entries committed meanwhile; the consumer checks them against its batch (numpy),
+     keeps the prefix before the first conflict and asks again. Once nothing new came in,
+     the script numbers the documents, appends them to the log, maps numbers to ids and
+     stores the decisions, atomically, and records the range as pending
+  4. apply the range to the shards (bucket entries, digests), then APPLY on the
+     coordinator takes it off pending and trims the log
+A consumer that dies between 3 and 4 leaves its range pending: lookups keep reading those
+entries from the log, and after REPAIR_AFTER seconds another consumer applies them.
+
+So every document in a bucket was committed first, every committed document is visible to
+a lookup (in the shards, or in the log above the oldest pending range), and the check in 3
+sees every document committed after a lookup: two near-duplicates committed at once by two
+consumers are never both unique, on a cluster as on one server.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import time
+import zlib
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import redis
+import xxhash
+from redis.cluster import RedisCluster
 
 from ..blocks import BlockScheme
 from ..errors import BackendUnavailable, ConfigError
 from ..metrics import REDIS_SECONDS
 from ..records import Decision
-from . import Candidate, Commit, Committed, Found, Query, pack_text, unpack_text
+from . import (
+    DEFAULT_MAX_BUCKET,
+    Candidate,
+    Commit,
+    Committed,
+    Entry,
+    Found,
+    Query,
+    pack_text,
+    unpack_text,
+)
 
+LAYOUT = "2"
+SHARDS = 64
 ENTRY = np.dtype([("fp", "<u8"), ("num", "<u4")])
+LOG = np.dtype([("fp", "<u8"), ("dh", "V16"), ("space", "S8")])
 IDS_PER_HASH = 128  # stays within Redis's compact listpack encoding of small hashes
+LOG_KEEP = 65_536  # log entries kept below the applied mark, for slow consumers' checks
+REPAIR_AFTER = 30.0  # seconds a committed range may stay unapplied before others apply it
+COMMIT_ROUNDS = 50  # stale answers in a row before the batch is decided afresh
 
-# Check-and-insert, atomically, in order. Stops at the first item that conflicts with a
-# document indexed by someone else since the caller's lookup (number in (mark, start]).
-COMMIT = r"""
-local prefix, mark, k = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
-local n = tonumber(ARGV[4])
-local text_ttl, decision_ttl = tonumber(ARGV[6]), tonumber(ARGV[7])
-local start = tonumber(redis.call('GET', KEYS[1]) or '0')
-local pop = {}
-for i = 0, 255 do
-  local c, x = 0, i
-  while x > 0 do c = c + (x % 2); x = math.floor(x / 2) end
-  pop[i] = c
+_SNAPSHOT = r"""
+local C, retention = ARGV[1], tonumber(ARGV[2])
+local seq = tonumber(redis.call('GET', KEYS[1]) or '0')
+local base = tonumber(redis.call('GET', C .. 'logbase') or '0')
+local oldest = redis.call('ZRANGE', C .. 'pending', 0, 0, 'WITHSCORES')
+local from = seq
+if oldest[1] then from = tonumber(oldest[2]) - 1 end
+if from < base then from = base end
+local log = ''
+if seq > from then
+  log = redis.call('GETRANGE', C .. 'log', (from - base) * 32, (seq - base) * 32 - 1)
 end
-local function near(a, b)
-  local d = 0
-  for i = 1, 8 do
-    d = d + pop[bit.bxor(string.byte(a, i), string.byte(b, i))]
-    if d > k then return false end
-  end
-  return true
+local cutoff = 0
+if retention > 0 then
+  local now = tonumber(redis.call('TIME')[1])
+  local e = redis.call('ZRANGE', C .. 'epochs', now - retention, '-inf', 'BYSCORE', 'REV',
+                       'LIMIT', 0, 1)
+  if e[1] then cutoff = tonumber(e[1]) end
 end
+return {seq, from, log, cutoff, oldest[1] or ''}
+"""
+
+# Numbers, logs and stores a batch, atomically, unless seq moved since `upto`: then it
+# answers with what was committed meanwhile, for the caller to check.
+_COMMIT = r"""
+local C, upto, n = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local decision_ttl, keep, granularity = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local seq = tonumber(redis.call('GET', KEYS[1]) or '0')
+if seq ~= upto then
+  local base = tonumber(redis.call('GET', C .. 'logbase') or '0')
+  if upto < base or seq < upto then return {'relookup'} end
+  return {'stale', seq, redis.call('GETRANGE', C .. 'log', (upto - base) * 32,
+                                   (seq - base) * 32 - 1)}
+end
+local now = tonumber(redis.call('TIME')[1])
 local function set(key, value, ttl)
   if ttl > 0 then redis.call('SET', key, value, 'EX', ttl) else redis.call('SET', key, value) end
 end
-local mine = {}
-local out = {}
-local at = 8
-for item = 1, n do
-  local id, kind, decision = ARGV[at], ARGV[at + 1], ARGV[at + 2]
-  local fp, digest, text, space = ARGV[at + 3], ARGV[at + 4], ARGV[at + 5], ARGV[at + 6]
-  local buckets, probes = {}, {}
-  for key in string.gmatch(ARGV[at + 7], '[^,]+') do
-    buckets[#buckets + 1] = prefix .. 'b:' .. space .. ':' .. #buckets .. ':' .. key
-  end
-  for key in string.gmatch(ARGV[at + 8], '[^,]+') do  -- table:key, when lookups probe
-    probes[#probes + 1] = prefix .. 'b:' .. space .. ':' .. key
-  end
-  if #probes == 0 then probes = buckets end
-  at = at + 9
+local out, log, first, at = {}, {}, seq + 1, 7
+for i = 1, n do
+  local id, kind, decision, entry = ARGV[at], ARGV[at + 1], ARGV[at + 2], ARGV[at + 3]
+  at = at + 4
+  out[i] = ''
   if kind ~= 'r' then
-    local earlier = redis.call('GET', prefix .. 'dec:' .. id)
+    local key = C .. 'dec:' .. id
+    local earlier = redis.call('GET', key)
     if earlier then
-      out[#out + 1] = earlier
+      out[i] = 's' .. earlier
+    elseif kind == 'e' then
+      seq = seq + 1
+      log[#log + 1] = entry
+      redis.call('HSET', C .. 'id:' .. math.floor(seq / 128), seq % 128, id)
+      set(key, seq .. ' ' .. decision, keep)
+      out[i] = 'n' .. seq
     else
-      if kind == 'e' then
-        local dgkey, dgfield = prefix .. 'dg:' .. string.sub(digest, 1, 4), string.sub(digest, 5)
-        -- Nothing can conflict when no one else has indexed anything since the lookup.
-        local foreign = start > mark
-        if foreign and not mine[digest] and redis.call('HEXISTS', dgkey, dgfield) == 1 then
-          return {item - 1, out}
-        end
-        for t = 1, foreign and #probes or 0 do
-          local v = redis.call('GET', probes[t])
-          if v then
-            local pos = #v - 11
-            while pos >= 1 do
-              local num = struct.unpack('<I4', v, pos + 8)
-              if num <= mark then break end
-              if num <= start and near(string.sub(v, pos, pos + 7), fp) then
-                return {item - 1, out}
-              end
-              pos = pos - 12
-            end
-          end
-        end
-        local num = redis.call('INCR', KEYS[1])
-        local entry = fp .. struct.pack('<I4', num)
-        for t = 1, #buckets do
-          redis.call('APPEND', buckets[t], entry)
-        end
-        redis.call('HSET', prefix .. 'id:' .. math.floor(num / 128), num % 128, id)
-        redis.call('HSETNX', dgkey, dgfield, id)
-        mine[digest] = true
-        set(prefix .. 'tx:' .. id, text, text_ttl)
-      end
-      set(prefix .. 'dec:' .. id, decision, decision_ttl)
-      out[#out + 1] = ''
+      set(key, decision, decision_ttl)
     end
-  else
-    out[#out + 1] = ''
   end
 end
-return {n, out}
+local member = ''
+if seq >= first then
+  redis.call('SET', KEYS[1], seq)
+  redis.call('APPEND', C .. 'log', table.concat(log))
+  member = first .. ':' .. seq .. ':' .. now
+  redis.call('ZADD', C .. 'pending', first, member)
+end
+if keep > 0 then
+  -- every document numbered up to seq was committed by now
+  local last = redis.call('ZRANGE', C .. 'epochs', -1, -1, 'WITHSCORES')
+  if not last[1] or now - tonumber(last[2]) >= granularity then
+    redis.call('ZADD', C .. 'epochs', 'NX', now, seq)
+  end
+end
+return {'ok', out, member}
 """
+
+# The same mark when no commit comes: an idle index ages too.
+_EPOCH = r"""
+local C, granularity = ARGV[1], tonumber(ARGV[2])
+local now = tonumber(redis.call('TIME')[1])
+local last = redis.call('ZRANGE', C .. 'epochs', -1, -1, 'WITHSCORES')
+if not last[1] or now - tonumber(last[2]) >= granularity then
+  redis.call('ZADD', C .. 'epochs', 'NX', now, tonumber(redis.call('GET', KEYS[1]) or '0'))
+end
+return 0
+"""
+
+_APPLIED = r"""
+local C, member, keep = ARGV[1], ARGV[2], tonumber(ARGV[3])
+redis.call('ZREM', C .. 'pending', member)
+local seq = tonumber(redis.call('GET', KEYS[1]) or '0')
+local oldest = redis.call('ZRANGE', C .. 'pending', 0, 0, 'WITHSCORES')
+local applied = seq
+if oldest[1] then applied = tonumber(oldest[2]) - 1 end
+local base = tonumber(redis.call('GET', C .. 'logbase') or '0')
+if applied - base > 2 * keep then  -- rewrite the log only now and then
+  local floor = applied - keep
+  redis.call('SET', C .. 'log', redis.call('GETRANGE', C .. 'log', (floor - base) * 32, -1))
+  redis.call('SET', C .. 'logbase', floor)
+end
+return applied
+"""
+
+# One shard's part of a commit: bucket entries (a bucket past `limit` bytes keeps its
+# newest `keep` bytes) and digests.
+_APPLY_SHARD = r"""
+local buckets, limit, keep = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+for i = 1, buckets do
+  if redis.call('APPEND', KEYS[i], ARGV[3 + i]) > limit then
+    redis.call('SET', KEYS[i], redis.call('GETRANGE', KEYS[i], -keep, -1))
+  end
+end
+local at = 4 + buckets
+for i = buckets + 1, #KEYS do
+  redis.call('HSETNX', KEYS[i], ARGV[at], ARGV[at + 1])  -- the first copy is the one named
+  at = at + 2
+end
+return 0
+"""
+
+# Entries numbered at or below a cutoff, or one given number, out of a bucket.
+_FILTER_BUCKET = r"""
+local v = redis.call('GET', KEYS[1])
+if not v then return 0 end
+local cutoff, gone = tonumber(ARGV[1]), tonumber(ARGV[2])
+local kept = {}
+for pos = 1, #v - 11, 12 do
+  local num = struct.unpack('<I4', v, pos + 8)
+  if num > cutoff and num ~= gone then kept[#kept + 1] = string.sub(v, pos, pos + 11) end
+end
+local out = table.concat(kept)
+if #out == #v then return 0 end
+if #out == 0 then redis.call('DEL', KEYS[1]) else redis.call('SET', KEYS[1], out) end
+return (#v - #out) / 12
+"""
+
+_FILTER_DIGESTS = r"""
+local cutoff, field, gone = tonumber(ARGV[1]), ARGV[2], ARGV[3]
+if field ~= '' then
+  if redis.call('HGET', KEYS[1], field) == gone then return redis.call('HDEL', KEYS[1], field) end
+  return 0
+end
+local all, removed = redis.call('HGETALL', KEYS[1]), 0
+for i = 1, #all, 2 do
+  if tonumber(all[i + 1]) <= cutoff then removed = removed + redis.call('HDEL', KEYS[1], all[i]) end
+end
+return removed
+"""
+
+_DELETE = r"""
+local C, out = ARGV[1], {}
+for i = 2, #ARGV do
+  local key = C .. 'dec:' .. ARGV[i]
+  local v = redis.call('GET', key)
+  out[i - 1] = v or ''
+  if v then
+    redis.call('DEL', key)
+    local num = tonumber(string.match(v, '^(%d+) '))
+    if num then
+      local ids = C .. 'id:' .. math.floor(num / 128)
+      if redis.call('HGET', ids, num % 128) == ARGV[i] then redis.call('HDEL', ids, num % 128) end
+    end
+  end
+end
+return out
+"""
+
+
+def digest_hash(digest: str) -> bytes:
+    """16 bytes for any digest string, so log entries and digest fields have one size."""
+    return xxhash.xxh3_128_digest(digest.encode("utf-8", "surrogatepass"))
+
+
+def _shard(subject: str) -> int:
+    return zlib.crc32(subject.encode("utf-8", "surrogatepass")) % SHARDS
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    seq: int  # the lookup's mark: a commit checks what was committed after it
+    log: np.ndarray  # LOG entries numbered first+1 .. seq
+    first: int
+    cutoff: int  # numbers at or below it are older than the retention horizon
+    oldest_pending: str
+
+
+@dataclass(frozen=True)
+class Stored:
+    """An indexed document as the coordinator knows it, from its decision key."""
+
+    num: int
+    space: str
+    digest_hash: bytes
+    decision: Decision
+
+
+def _parse_decision(value: bytes) -> tuple[Decision, Stored | None]:
+    head, _, body = value.partition(b"\n") if not value.startswith(b"{") else (b"", b"", value)
+    decision = Decision.from_dict(json.loads(body))
+    if not head:
+        return decision, None
+    num, space, dh = head.decode().split(" ")
+    return decision, Stored(int(num), space, bytes.fromhex(dh), decision)
 
 
 class RedisIndex:
     def __init__(
         self,
-        client: redis.Redis,
+        client: redis.Redis | RedisCluster,
         scheme: BlockScheme,
         namespace: str = "default",
         text_ttl: int = 0,
         decision_ttl: int = 0,
+        retention: int = 0,
+        max_bucket: int = DEFAULT_MAX_BUCKET,
     ) -> None:
-        if not namespace or any(c in namespace for c in "{}: "):
+        if not namespace or any(c in namespace for c in "{}:/ "):
             raise ConfigError(
-                f"index name {namespace!r} must be non-empty, without {{}}: or spaces"
+                f"index name {namespace!r} must be non-empty, without {{}}:/ or spaces"
             )
+        if retention < 0 or text_ttl < 0 or decision_ttl < 0 or max_bucket < 1:
+            raise ConfigError("retention and TTLs must be >= 0 and max_bucket >= 1")
         self.client = client
         self.scheme = scheme
         self.namespace = namespace
         self.prefix = f"nd:{{{namespace}}}:"
-        self.text_ttl = text_ttl
+        self.retention = retention
+        # A little past the horizon: the cutoff moves in steps of `granularity`.
+        self.granularity = max(1, retention // 100)
+        keep = retention + self.granularity if retention else 0
+        self.text_ttl = text_ttl or keep
         self.decision_ttl = decision_ttl
+        self.keep = keep  # indexed documents' decisions live as long as their entries
+        self.max_bucket = max_bucket
         self._mark = 0
-        self._commit = client.register_script(COMMIT)
+        self._cutoff = 0
+        self._sweeper: Iterator[Any] | None = None
+
+    # ------------------------------------------------------------------ plumbing
+
+    def _shard_prefix(self, shard: int) -> str:
+        return f"nd:{{{self.namespace}/{shard}}}:"
+
+    def _bucket(self, space: str, table: int, key: int) -> str:
+        suffix = f"{space}:{table}:{key:x}"
+        return f"{self._shard_prefix(_shard(suffix))}b:{suffix}"
+
+    def _digest_key(self, dh: bytes) -> str:
+        return f"{self._shard_prefix(dh[0] % SHARDS)}dg:{dh[:2].hex()}"
+
+    def _text_key(self, doc_id: str) -> str:
+        return f"{self._shard_prefix(_shard(doc_id))}tx:{doc_id}"
+
+    def _pipeline(self) -> Any:
+        if isinstance(self.client, RedisCluster):
+            return self.client.pipeline()  # type: ignore[no-untyped-call]
+        return self.client.pipeline(transaction=False)
 
     def _call(self, fn: Any, *args: Any) -> Any:
         """One round trip: timed, and its failures sorted into the error tree."""
@@ -152,132 +349,483 @@ class RedisIndex:
                 return fn(*args)
         except redis.AuthenticationError as exc:
             raise ConfigError(f"Redis refused the credentials: {exc}") from exc
-        except (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError) as exc:
+        except (
+            redis.ConnectionError,
+            redis.TimeoutError,
+            redis.BusyLoadingError,
+            redis.exceptions.ClusterError,
+            redis.exceptions.TryAgainError,
+            redis.exceptions.ReadOnlyError,
+        ) as exc:
             raise BackendUnavailable(f"Redis: {exc}") from exc
+
+    def _eval(self, script: str, *args: Any) -> Any:
+        """A coordinator script: its first key, seq, routes it to the coordinator's slot.
+        EVAL rather than EVALSHA: Redis caches the compiled script either way, and EVAL
+        needs no reload after a restart or a failover."""
+        return self._call(self.client.eval, script, 1, self.prefix + "seq", self.prefix, *args)
+
+    # ------------------------------------------------------------------ binding
 
     def bind(self, version: str) -> None:
         meta = self.prefix + "meta"
-        self._call(self.client.hsetnx, meta, "version", version)
-        self._call(self.client.hsetnx, meta, "scheme", self.scheme.name)
-        have = self._call(self.client.hmget, meta, ["version", "scheme"])
-        if have[0].decode() != version:
+        want = {
+            "layout": LAYOUT,
+            "version": version,
+            "scheme": self.scheme.name,
+            "retention": str(self.retention),
+        }
+        have = {k.decode(): v.decode() for k, v in self._call(self.client.hgetall, meta).items()}
+        if have and "layout" not in have:
             raise ConfigError(
-                f"index {self.namespace!r} holds fingerprints of {have[0].decode()}, not {version}"
+                f"index {self.namespace!r} was written in an older key layout; "
+                "index its documents again under a new --index name"
             )
-        if have[1].decode() != self.scheme.name:
-            raise ConfigError(
-                f"index {self.namespace!r} uses block scheme {have[1].decode()}, "
-                f"not {self.scheme.name}"
-            )
+        if not have:
+            for field, value in want.items():
+                self._call(self.client.hsetnx, meta, field, value)
+            have = {
+                k.decode(): v.decode() for k, v in self._call(self.client.hgetall, meta).items()
+            }
+        what = {
+            "layout": "key layout",
+            "version": "fingerprints of",
+            "scheme": "block scheme",
+            "retention": "retention (seconds)",
+        }
+        for field, value in want.items():
+            if have.get(field) != value:
+                raise ConfigError(
+                    f"index {self.namespace!r} uses {what[field]} {have.get(field)}, not {value}"
+                )
 
-    def _bucket(self, space: str, table: int, key: int) -> str:
-        return f"{self.prefix}b:{space}:{table}:{key:x}"
+    # ------------------------------------------------------------------ lookup
+
+    def _snapshot(self) -> Snapshot:
+        seq, first, log, cutoff, oldest = self._eval(_SNAPSHOT, self.retention)
+        return Snapshot(int(seq), np.frombuffer(log, LOG), int(first), int(cutoff), oldest.decode())
 
     def lookup(self, queries: Sequence[Query]) -> list[Found]:
         if not queries:
             return []
+        snap = self._snapshot()
+        self._mark, self._cutoff = snap.seq, snap.cutoff
+        if snap.oldest_pending:
+            self._repair(snap.oldest_pending)
         probes = self.scheme.probes([q.fingerprint for q in queries])
-        tables = len(probes[0])  # buckets read per query
-        pipe = self.client.pipeline(transaction=False)
-        pipe.get(self.prefix + "seq")  # first: whatever is indexed after it is checked again
-        pipe.mget(
-            [
-                self._bucket(q.space, t, key)
-                for q, row in zip(queries, probes, strict=True)
-                for t, key in row
-            ]
-        )
-        for q in queries:
-            pipe.hget(f"{self.prefix}dg:{q.digest[:4]}", q.digest[4:])
+        names = [
+            [self._bucket(q.space, t, key) for t, key in row]
+            for q, row in zip(queries, probes, strict=True)
+        ]
+        by_shard: dict[str, list[str]] = {}
+        for row in names:
+            for name in row:
+                by_shard.setdefault(name[: name.index("}") + 1], []).append(name)
+        shards = [list(dict.fromkeys(keys)) for keys in by_shard.values()]
+        dhs = [digest_hash(q.digest) for q in queries]
+        pipe = self._pipeline()
+        for keys in shards:
+            pipe.mget(keys)
+        for dh in dhs:
+            pipe.hget(self._digest_key(dh), dh[2:])
         replies = self._call(pipe.execute)
-        self._mark = int(replies[0] or 0)
-        buckets, digests = replies[1], replies[2:]
-        near: list[tuple[int, np.ndarray, np.ndarray]] = []
-        numbers: set[int] = set()
-        for i, q in enumerate(queries):
-            raw = b"".join(b for b in buckets[i * tables : (i + 1) * tables] if b)
-            if not raw:
-                continue
-            entries = np.frombuffer(raw, ENTRY)
-            dist = np.bitwise_count(entries["fp"] ^ np.uint64(q.fingerprint))
-            keep = dist <= self.scheme.k
-            nums, first = np.unique(entries["num"][keep], return_index=True)
-            near.append((i, nums, entries["fp"][keep][first]))
-            numbers.update(nums.tolist())
-        ids = self._ids(sorted(numbers))
-        found = [Found(d.decode() if d else None, []) for d in digests]
-        for i, nums, fps in near:
-            q = queries[i]
+        value = {
+            k: v
+            for keys, got in zip(shards, replies, strict=False)
+            for k, v in zip(keys, got, strict=True)
+        }
+        digests = replies[len(shards) :]
+
+        tail = self.max_bucket * ENTRY.itemsize
+        log_nums = np.arange(snap.first + 1, snap.seq + 1, dtype=np.int64)
+        near: list[dict[int, int]] = []  # per query: number -> fingerprint
+        exact: list[int | None] = []
+        for q, row, dh, dg in zip(queries, names, dhs, digests, strict=True):
+            found: dict[int, int] = {}
+            raw = b"".join(v[-tail:] for name in row if (v := value.get(name)))
+            if raw:
+                e = np.frombuffer(raw, ENTRY)
+                keep = (np.bitwise_count(e["fp"] ^ np.uint64(q.fingerprint)) <= self.scheme.k) & (
+                    e["num"] > snap.cutoff
+                )
+                found.update(zip(e["num"][keep].tolist(), e["fp"][keep].tolist(), strict=True))
+            ex = int(dg) if dg is not None else None
+            if len(snap.log):
+                mine = snap.log["space"] == q.space.encode()
+                close = mine & (
+                    np.bitwise_count(snap.log["fp"] ^ np.uint64(q.fingerprint)) <= self.scheme.k
+                )
+                found.update(
+                    zip(log_nums[close].tolist(), snap.log["fp"][close].tolist(), strict=True)
+                )
+                same = np.flatnonzero(mine & (snap.log["dh"] == np.void(dh)))
+                if len(same):
+                    ex = int(log_nums[same[0]])
+            near.append({n: fp for n, fp in found.items() if n > snap.cutoff})
+            exact.append(ex if ex is not None and ex > snap.cutoff else None)
+
+        ids = self._ids({n for f in near for n in f} | {n for n in exact if n is not None})
+        out = []
+        for q, f, ex in zip(queries, near, exact, strict=True):
             cands = [
-                Candidate(ids[n], int(fp), (int(fp) ^ q.fingerprint).bit_count())
-                for n, fp in zip(nums.tolist(), fps.tolist(), strict=True)
+                Candidate(ids[n], fp, (fp ^ q.fingerprint).bit_count())
+                for n, fp in f.items()
                 if n in ids
             ]
             cands.sort(key=lambda c: (c.distance, c.id))
-            found[i].candidates = cands
-        return found
+            out.append(Found(ids.get(ex) if ex is not None else None, cands))
+        return out
 
-    def _ids(self, numbers: list[int]) -> dict[int, str]:
-        if not numbers:
-            return {}
-        pipe = self.client.pipeline(transaction=False)
+    def _ids(self, numbers: Iterable[int]) -> dict[int, str]:
+        """Ids of committed documents; a deleted one's number has none."""
+        groups: dict[int, list[int]] = {}
         for n in numbers:
-            pipe.hget(f"{self.prefix}id:{n // IDS_PER_HASH}", n % IDS_PER_HASH)
-        replies = self._call(pipe.execute)
-        return {n: r.decode() for n, r in zip(numbers, replies, strict=True) if r is not None}
+            groups.setdefault(n // IDS_PER_HASH, []).append(n)
+        if not groups:
+            return {}
+        pipe = self._pipeline()
+        for j, nums in groups.items():
+            pipe.hmget(f"{self.prefix}id:{j}", [n % IDS_PER_HASH for n in nums])
+        out = {}
+        for nums, got in zip(groups.values(), self._call(pipe.execute), strict=True):
+            out.update({n: r.decode() for n, r in zip(nums, got, strict=True) if r is not None})
+        return out
 
     def texts(self, ids: Sequence[str]) -> dict[str, str]:
         if not ids:
             return {}
-        replies = self._call(self.client.mget, [f"{self.prefix}tx:{i}" for i in ids])
-        return {i: unpack_text(r) for i, r in zip(ids, replies, strict=True) if r is not None}
+        by_shard: dict[int, list[str]] = {}
+        for i in dict.fromkeys(ids):
+            by_shard.setdefault(_shard(i), []).append(i)
+        pipe = self._pipeline()
+        for group in by_shard.values():
+            pipe.mget([self._text_key(i) for i in group])
+        out = {}
+        for group, got in zip(by_shard.values(), self._call(pipe.execute), strict=True):
+            out.update({i: unpack_text(r) for i, r in zip(group, got, strict=True) if r})
+        return out
 
     def decisions(self, ids: Sequence[str]) -> dict[str, Decision]:
         if not ids:
             return {}
         replies = self._call(self.client.mget, [f"{self.prefix}dec:{i}" for i in ids])
-        return {
-            i: Decision.from_dict(json.loads(r))
-            for i, r in zip(ids, replies, strict=True)
-            if r is not None
-        }
+        return {i: _parse_decision(r)[0] for i, r in zip(ids, replies, strict=True) if r}
+
+    # ------------------------------------------------------------------ commit
 
     def commit(self, items: Sequence[Commit]) -> Committed:
+        return self._commit(items, [digest_hash(i.entry.digest) if i.entry else b"" for i in items])
+
+    def _commit(self, items: Sequence[Commit], dhs: list[bytes]) -> Committed:
         if not items:
             return Committed(0, {})
-        args: list[Any] = [
-            self.prefix,
-            self._mark,
-            self.scheme.k,
-            len(items),
-            "",
-            self.text_ttl,
-            self.decision_ttl,
-        ]
-        fps = [c.entry.fingerprint if c.entry else 0 for c in items]
-        keys = self.scheme.keys(fps)
-        probes = self.scheme.probes(fps, keys) if self.scheme.radius else []
-        for item_at, (item, row) in enumerate(zip(items, keys, strict=True)):
-            e = item.entry
-            kind = "r" if item.replay else ("e" if e is not None else "x")
-            args += [item.decision.id, kind, item.decision.to_json()]
+        indexing = [i.entry if not i.replay else None for i in items]
+        for e in indexing:
+            if e is not None and len(e.space.encode()) > 8:
+                raise ConfigError(f"fingerprint space {e.space!r} is longer than 8 bytes")
+        written = self._write_texts(indexing)
+        done, upto, reply = len(items), self._mark, None
+        for _ in range(COMMIT_ROUNDS):
+            args: list[Any] = [
+                upto,
+                done,
+                self.decision_ttl,
+                self.keep,
+                self.granularity,
+            ]
+            for item, e, dh in zip(items[:done], indexing, dhs, strict=False):
+                kind = "r" if item.replay else ("e" if e is not None else "x")
+                body = item.decision.to_json()
+                if e is None:
+                    args += [item.decision.id, kind, body, b""]
+                else:
+                    entry = (
+                        e.fingerprint.to_bytes(8, "little") + dh + e.space.encode().ljust(8, b"\0")
+                    )
+                    args += [item.decision.id, kind, f"{e.space} {dh.hex()}\n{body}", entry]
+            reply = self._eval(_COMMIT, *args)
+            if reply[0] != b"stale":
+                break
+            upto = int(reply[1])
+            done = min(done, self._first_conflict(indexing[:done], dhs, reply[2]))
+            if done == 0:
+                break
+        else:
+            done = 0
+        if reply is None or reply[0] != b"ok" or done == 0:
+            self._drop_texts([items[i].decision.id for i in written])
+            return Committed(0, {})
+
+        stored: dict[int, Decision] = {}
+        applied: list[tuple[int, int, str, bytes]] = []
+        unindexed = []  # ids whose text must not stay: written by us, or an old orphan
+        for i, (item, outcome) in enumerate(zip(items, reply[1], strict=False)):
+            if outcome.startswith(b"s"):
+                stored[i] = _parse_decision(outcome[1:])[0]
+                if i in written:
+                    unindexed.append(item.decision.id)
+            elif outcome.startswith(b"n"):
+                e = indexing[i]
+                assert e is not None
+                applied.append((int(outcome[1:]), e.fingerprint, e.space, dhs[i]))
+            elif not item.replay:
+                unindexed.append(item.decision.id)
+        unindexed += [items[i].decision.id for i in written if i >= done]
+        if applied:
+            self._apply(applied, reply[2].decode())
+        self._drop_texts(unindexed)
+        return Committed(done, stored)
+
+    def _first_conflict(self, indexing: Sequence[Any], dhs: list[bytes], raw: bytes) -> int:
+        """Position of the first document to index that one committed meanwhile (in `raw`
+        log entries) makes stale: within k in the same space, or the same digest."""
+        log = np.frombuffer(raw, LOG)
+        if not len(log):
+            return len(indexing)
+        for i, e in enumerate(indexing):
             if e is None:
-                args += [b"", "", b"", "", "", ""]
-            else:
-                args += [e.fingerprint.to_bytes(8, "little"), e.digest, pack_text(e.text), e.space]
-                args.append(",".join(f"{key:x}" for key in row))
-                args.append(
-                    ",".join(f"{t}:{key:x}" for t, key in probes[item_at])
-                    if self.scheme.radius
-                    else ""
-                )
-        done, outcomes = self._call(self._commit, [self.prefix + "seq"], args)
-        stored = {i: Decision.from_dict(json.loads(o)) for i, o in enumerate(outcomes) if o}
-        return Committed(int(done), stored)
+                continue
+            mine = log["space"] == e.space.encode()
+            close = np.bitwise_count(log["fp"] ^ np.uint64(e.fingerprint)) <= self.scheme.k
+            if np.any(mine & (close | (log["dh"] == np.void(dhs[i])))):
+                return i
+        return len(indexing)
+
+    def _write_texts(self, indexing: Sequence[Any]) -> set[int]:
+        """Store the texts of the documents about to be indexed; positions actually
+        written (a text already there belongs to an earlier decision of that id)."""
+        at = [i for i, e in enumerate(indexing) if e is not None]
+        if not at:
+            return set()
+        pipe = self._pipeline()
+        for i in at:
+            e = indexing[i]
+            pipe.set(self._text_key(e.id), pack_text(e.text), nx=True, ex=self.text_ttl or None)
+        return {i for i, ok in zip(at, self._call(pipe.execute), strict=True) if ok}
+
+    def _drop_texts(self, ids: Sequence[str]) -> None:
+        if ids:
+            pipe = self._pipeline()
+            for i in ids:
+                pipe.delete(self._text_key(i))
+            self._call(pipe.execute)
+
+    def _apply(self, docs: Sequence[tuple[int, int, str, bytes]], member: str) -> None:
+        """Step 4: the committed documents into the shards, then off the pending set."""
+        keys_of = self.scheme.keys([fp for _, fp, _, _ in docs])
+        shards: dict[str, tuple[list[str], list[bytes], list[str], list[Any]]] = {}
+
+        def shard(key: str) -> tuple[list[str], list[bytes], list[str], list[Any]]:
+            return shards.setdefault(key[: key.index("}") + 1], ([], [], [], []))
+
+        for (num, fp, space, dh), row in zip(docs, keys_of, strict=True):
+            entry = fp.to_bytes(8, "little") + num.to_bytes(4, "little")
+            for t, key in enumerate(row):
+                name = self._bucket(space, t, key)
+                buckets, values, _, _ = shard(name)
+                buckets.append(name)
+                values.append(entry)
+            name = self._digest_key(dh)
+            _, _, digests, fields = shard(name)
+            digests.append(name)
+            fields += [dh[2:], num]
+        # A bucket is cut back to its newest max_bucket entries once it holds half as many
+        # again: rewrites stay rare, and a lookup reads at most 1.5 x max_bucket entries.
+        limit = self.max_bucket * ENTRY.itemsize * 3 // 2
+        keep = self.max_bucket * ENTRY.itemsize
+        pipe = self._pipeline()
+        for buckets, values, digests, fields in shards.values():
+            pipe.eval(
+                _APPLY_SHARD,
+                len(buckets) + len(digests),
+                *buckets,
+                *digests,
+                len(buckets),
+                limit,
+                keep,
+                *values,
+                *fields,
+            )
+        self._call(pipe.execute)
+        self._eval(_APPLIED, member, LOG_KEEP)
+
+    def _repair(self, member: str) -> None:
+        """Apply a range whose committer went away between its commit and its apply."""
+        first, last, when = (int(x) for x in member.split(":"))
+        if time.time() - when < REPAIR_AFTER:
+            return
+        claim = f"{self.prefix}repair:{first}"
+        if not self._call(lambda: self.client.set(claim, 1, nx=True, ex=60)):
+            return  # another consumer is on it
+        base = int(self._call(self.client.get, self.prefix + "logbase") or 0)
+        start, end = (first - 1 - base) * LOG.itemsize, (last - base) * LOG.itemsize - 1
+        raw = self._call(self.client.getrange, self.prefix + "log", start, end)
+        log = np.frombuffer(raw, LOG)
+        docs = [
+            (first + i, int(e["fp"]), bytes(e["space"]).rstrip(b"\0").decode(), bytes(e["dh"]))
+            for i, e in enumerate(log)
+        ]
+        self._apply(docs, member)
+
+    # ------------------------------------------------------------------ retention
+
+    def delete(self, ids: Sequence[str]) -> list[str]:
+        """Forget documents. The coordinator first (their numbers lose their ids, so no
+        lookup returns them from then on), then the shards give back the memory."""
+        ids = list(dict.fromkeys(ids))
+        if not ids:
+            return []
+        replies = self._eval(_DELETE, *ids)
+        gone = [(i, r) for i, r in zip(ids, replies, strict=True) if r]
+        pipe = self._pipeline()
+        for doc_id, value in gone:
+            pipe.delete(self._text_key(doc_id))
+            stored = _parse_decision(value)[1]
+            if stored is None:
+                continue
+            fp = stored.decision.fingerprint
+            for t, key in enumerate(self.scheme.keys([fp])[0]):
+                pipe.eval(_FILTER_BUCKET, 1, self._bucket(stored.space, t, key), -1, stored.num)
+            dh = stored.digest_hash
+            pipe.eval(_FILTER_DIGESTS, 1, self._digest_key(dh), -1, dh[2:], stored.num)
+        self._call(pipe.execute)
+        return [i for i, _ in gone]
+
+    def sweep(self, max_keys: int | None = None) -> int:
+        """Give back the memory of documents past the retention horizon, `max_keys` shard
+        keys at a time (None: all of them). Lookups ignore such documents at once; this
+        removes them. Returns the number of bucket entries and digests removed."""
+        if not self.retention:
+            return 0
+        self._eval(_EPOCH, self.granularity)
+        snap = self._snapshot()
+        cutoff = snap.cutoff
+        if not cutoff:
+            return 0
+        self._sweep_coordinator(cutoff)
+        removed = 0
+        if self._sweeper is None:
+            self._sweeper = self.client.scan_iter(match=f"nd:{{{self.namespace}/*", count=1000)
+        keys: list[bytes] = []
+        for key in self._sweeper:
+            keys.append(key)
+            if max_keys is not None and len(keys) >= max_keys:
+                break
+        else:
+            self._sweeper = None  # a full round: the next sweep starts again
+        for at in range(0, len(keys), 500):
+            pipe = self._pipeline()
+            for key in keys[at : at + 500]:
+                if b"}:b:" in key:
+                    pipe.eval(_FILTER_BUCKET, 1, key, cutoff, 0)
+                elif b"}:dg:" in key:
+                    pipe.eval(_FILTER_DIGESTS, 1, key, cutoff, "", 0)
+            removed += sum(int(r) for r in self._call(pipe.execute))
+        return removed
+
+    def _sweep_coordinator(self, cutoff: int) -> None:
+        """Id maps of numbers at or below the cutoff, and the epochs before it."""
+        meta = self.prefix + "meta"
+        swept = int(self._call(self.client.hget, meta, "swept") or 0)
+        if cutoff <= swept:
+            return
+        pipe = self._pipeline()
+        for j in range(swept // IDS_PER_HASH, cutoff // IDS_PER_HASH):
+            pipe.delete(f"{self.prefix}id:{j}")
+        last = cutoff // IDS_PER_HASH
+        fields = [n % IDS_PER_HASH for n in range(max(swept, last * IDS_PER_HASH), cutoff + 1)]
+        if fields:
+            pipe.hdel(f"{self.prefix}id:{last}", *fields)
+        pipe.hset(meta, "swept", cutoff)
+        pipe.zrank(self.prefix + "epochs", cutoff)
+        rank = self._call(pipe.execute)[-1]
+        if rank:  # the epochs before the one that makes the cutoff
+            self._call(self.client.zremrangebyrank, self.prefix + "epochs", 0, rank - 1)
+
+    # ------------------------------------------------------------------ export
+
+    def documents(self) -> Iterator[dict[str, Any]]:
+        """Every decision of the index, the indexed documents first in number order with
+        what rebuilding them takes (fingerprint space, digest hash, text)."""
+        seq = int(self._call(self.client.get, self.prefix + "seq") or 0)
+        cutoff = self._snapshot().cutoff
+        for j in range(cutoff // IDS_PER_HASH, seq // IDS_PER_HASH + 1):
+            got = self._call(self.client.hgetall, f"{self.prefix}id:{j}")
+            nums = sorted((j * IDS_PER_HASH + int(f), v.decode()) for f, v in got.items())
+            ids = [i for n, i in nums if n > cutoff]
+            if not ids:
+                continue
+            values = self._call(self.client.mget, [f"{self.prefix}dec:{i}" for i in ids])
+            texts = self.texts(ids)
+            for doc_id, value in zip(ids, values, strict=True):
+                if not value:
+                    continue
+                decision, stored = _parse_decision(value)
+                if stored is None:
+                    continue
+                if doc_id not in texts:  # its text expired: it can no longer be verified
+                    yield {"decision": decision.to_dict()}
+                    continue
+                yield {
+                    "id": doc_id,
+                    "space": stored.space,
+                    "digest_hash": stored.digest_hash.hex(),
+                    "text": texts[doc_id],
+                    "decision": decision.to_dict(),
+                }
+        batch: list[bytes] = []
+        for key in self.client.scan_iter(match=f"{self.prefix}dec:*", count=1000):
+            batch.append(key)
+            if len(batch) == 1000:
+                yield from self._unindexed(batch)
+                batch = []
+        yield from self._unindexed(batch)
+
+    def _unindexed(self, keys: list[bytes]) -> Iterator[dict[str, Any]]:
+        if not keys:
+            return
+        for value in self._call(self.client.mget, keys):
+            if value and value.startswith(b"{"):
+                yield {"decision": _parse_decision(value)[0].to_dict()}
+
+    def restore(self, records: Iterable[dict[str, Any]], batch: int = 512) -> int:
+        """Write exported records into this (empty) index, numbering the indexed
+        documents again in their order; returns how many records were written."""
+        if int(self._call(self.client.get, self.prefix + "seq") or 0):
+            raise ConfigError(f"index {self.namespace!r} is not empty: import into a new one")
+        count = 0
+        chunk: list[dict[str, Any]] = []
+        for record in records:
+            chunk.append(record)
+            if len(chunk) == batch:
+                count += self._restore(chunk)
+                chunk = []
+        return count + self._restore(chunk)
+
+    def _restore(self, records: list[dict[str, Any]]) -> int:
+        if not records:
+            return 0
+        items, dhs = [], []
+        for r in records:
+            d = Decision.from_dict(r["decision"])
+            indexed = "text" in r
+            entry = Entry(d.id, r["space"], d.fingerprint, "", r["text"]) if indexed else None
+            items.append(Commit(d, entry))
+            dhs.append(bytes.fromhex(r["digest_hash"]) if indexed else b"")
+        self._mark = int(self._call(self.client.get, self.prefix + "seq") or 0)
+        if self._commit(items, dhs).done != len(items):
+            raise BackendUnavailable(
+                "the index changed during the import: import into an index nobody writes to"
+            )
+        return len(items)
 
     def stats(self) -> dict[str, int]:
         info = self._call(self.client.info, "memory")
+        if isinstance(self.client, RedisCluster):  # one answer per node
+            used = sum(int(v["used_memory"]) for v in info.values() if isinstance(v, dict))
+        else:
+            used = int(info["used_memory"])
         return {
             "documents": int(self._call(self.client.get, self.prefix + "seq") or 0),
-            "used_memory": int(info["used_memory"]),
+            "used_memory": used,
         }

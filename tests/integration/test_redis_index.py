@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from itertools import pairwise
+from typing import Any
 
 import pytest
 import redis
@@ -18,6 +19,7 @@ from detector.config import EngineSettings
 from detector.errors import ConfigError
 from detector.index import Commit, Entry, Found, Index, Query
 from detector.index import memory as memory_module
+from detector.index import redis as redis_module
 from detector.index.memory import MemoryIndex
 from detector.index.redis import RedisIndex
 from detector.pipeline import Detector, prepare
@@ -43,12 +45,14 @@ def make_index(
     if request.param == "memory":
         monkeypatch.setattr(memory_module, "TAIL", 3)
 
-    def make(scheme: BlockScheme = SCHEMES[DEFAULT], name: str | None = None) -> Index:
+    def make(
+        scheme: BlockScheme = SCHEMES[DEFAULT], name: str | None = None, max_bucket: int = 1024
+    ) -> Index:
         name = name or unique("index")
         if request.param == "memory":
-            return MemoryIndex(scheme, name)
+            return MemoryIndex(scheme, name, max_bucket=max_bucket)
         made.append(name)
-        return RedisIndex(rclient, scheme, name)
+        return RedisIndex(rclient, scheme, name, max_bucket=max_bucket)
 
     yield make
     for name in made:
@@ -438,3 +442,143 @@ def test_far_documents_of_another_writer_do_not_conflict(rclient: redis.Redis) -
         assert a.commit([Commit(Decision("C", None, fp_c), entry("C", fp_c, digest="dc"))]).done
     finally:
         drop_index(rclient, name)
+
+
+# ------------------------------------------------------------------ delete, hot buckets
+
+
+def test_a_deleted_document_is_no_longer_a_candidate_nor_an_exact_copy(
+    make_index: MakeIndex,
+) -> None:
+    index = make_index()
+    fp = 0x0123456789ABCDEF
+    add(index, [entry("a", fp, digest="da"), entry("b", fp ^ 0b101, digest="db")])
+    add(index, [entry("c", fp ^ 0b11, digest="dc")])
+    assert index.delete(["a", "nobody", "a"]) == ["a"]
+    assert index.delete(["a"]) == []
+    found = index.lookup([Query("t", fp, "da"), Query("t", fp, "db")])
+    assert [c.id for c in found[0].candidates] == ["b", "c"]
+    assert found[0].exact is None
+    assert found[1].exact == "b"
+    assert index.texts(["a", "b"]) == {"b": "text of b"}
+    assert set(index.decisions(["a", "b", "c"])) == {"b", "c"}
+    # a record with that id, delivered again, is decided and indexed afresh
+    add(index, [entry("a", fp ^ (1 << 63), digest="da2")])
+    assert [c.id for c in index.lookup([Query("t", fp, "x")])[0].candidates] == ["a", "b", "c"]
+
+
+def test_a_hot_bucket_gives_only_its_newest_entries(make_index: MakeIndex) -> None:
+    """A flood of variants into the same buckets: a lookup sees the newest max_bucket of
+    each bucket, so its work stays bounded however many arrive."""
+    scheme = SCHEMES["manku-4"]  # a table per 16-bit block: variants in block 3 share 3
+    index = make_index(scheme, max_bucket=4)
+    base = 0x1111222233330000
+    flips = [x for x in range(1, 1 << 16) if x.bit_count() <= scheme.k][:23]
+    flood = [entry(f"v{i:02d}", base ^ x, digest=f"dv{i}") for i, x in enumerate(flips)]
+    for at in range(0, len(flood), 5):  # several commits: the buckets are cut back
+        add(index, flood[at : at + 5])
+    got = [c.id for c in index.lookup([Query("t", base, "none")])[0].candidates]
+    newest = {e.id for e in flood[-4:]}
+    assert newest <= set(got)
+    if isinstance(index, RedisIndex):
+        assert set(got) == newest
+        sizes = [rclient_strlen(index, scheme, base, t) for t in range(3)]
+        assert max(sizes) <= 6 * 12, "a bucket grew past 1.5 x max_bucket entries"
+    else:
+        assert len(got) <= 4 + memory_module.TAIL
+    # a fingerprint far from the flood is found as before
+    far = entry("far", 0xFEDCBA9876543210)
+    add(index, [far])
+    assert [c.id for c in index.lookup([Query("t", far.fingerprint, "x")])[0].candidates] == ["far"]
+
+
+def rclient_strlen(index: RedisIndex, scheme: BlockScheme, fp: int, table: int) -> int:
+    key = index._bucket("t", table, scheme.keys([fp])[0][table])
+    return int(index.client.strlen(key))
+
+
+# ----------------------------------------------- Redis: the log, a dead committer, export
+
+
+def test_a_range_left_unapplied_by_a_dead_consumer_stays_visible_and_is_repaired(
+    rclient: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a, b, name = two_writers(rclient)
+    try:
+        fp = 0x0123456789ABCDEF
+        a.lookup([Query("t", fp, "da")])
+        # A commits, then dies before it writes its documents into the shards
+        monkeypatch.setattr(a, "_apply", lambda docs, member: None)
+        assert a.commit([Commit(Decision("A", None, fp), entry("A", fp, digest="da"))]).done == 1
+        assert rclient.zcard(f"nd:{{{name}}}:pending") == 1
+        assert all(rclient_strlen(b, b.scheme, fp, t) == 0 for t in range(len(b.scheme.tables)))
+        # B finds it in the log at once, as a candidate and as an exact copy
+        found = b.lookup([Query("t", fp ^ 1, "da")])[0]
+        assert found.exact == "A" and [c.id for c in found.candidates] == ["A"]
+        # once the range is old enough, B applies it itself
+        monkeypatch.setattr(redis_module, "REPAIR_AFTER", 0.0)
+        found = b.lookup([Query("t", fp ^ 1, "da")])[0]
+        assert found.exact == "A" and [c.id for c in found.candidates] == ["A"]
+        assert rclient.zcard(f"nd:{{{name}}}:pending") == 0
+        assert all(rclient_strlen(b, b.scheme, fp, t) == 12 for t in range(len(b.scheme.tables)))
+        assert [c.id for c in b.lookup([Query("t", fp, "x")])[0].candidates] == ["A"]
+    finally:
+        drop_index(rclient, name)
+
+
+def test_the_log_is_trimmed_and_a_commit_too_stale_for_it_is_decided_again(
+    rclient: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(redis_module, "LOG_KEEP", 3)
+    a, b, name = two_writers(rclient)
+    try:
+        b.lookup([Query("t", 0xABCDEF, "db")])  # B's mark: 0
+        docs = [entry(f"a{i:02d}", (i + 1) * 0x0F0F0F0F0F0F0F0F % 2**64) for i in range(20)]
+        for at in range(0, 20, 2):
+            add(a, docs[at : at + 2])
+        assert int(rclient.get(f"nd:{{{name}}}:logbase") or 0) > 0
+        assert rclient.strlen(f"nd:{{{name}}}:log") <= 32 * 3 * 3
+        mine = Commit(Decision("B", None, 0xABCDEF), entry("B", 0xABCDEF, digest="db"))
+        assert b.commit([mine]).done == 0  # cannot check what the log no longer holds
+        assert b.texts(["B"]) == {}
+        b.lookup([Query("t", 0xABCDEF, "db")])
+        assert b.commit([mine]).done == 1
+        for e in docs:
+            got = b.lookup([Query("t", e.fingerprint, "x")])[0]
+            assert e.id in [c.id for c in got.candidates]
+    finally:
+        drop_index(rclient, name)
+
+
+def test_an_exported_index_restored_under_another_name_decides_alike(
+    rclient: redis.Redis,
+) -> None:
+    import gzip
+
+    with gzip.open(SAMPLE, "rb") as f:
+        raw = [line.rstrip(b"\n") for line in f if line.strip()]
+    source, copy = unique("index"), unique("index")
+    try:
+        a = RedisIndex(rclient, SCHEMES[DEFAULT], source)
+        decide_in_batches(a, raw[:250])
+        exported = list(a.documents())
+        assert len(exported) == 250
+        indexed = [r for r in exported if "text" in r]
+        assert 200 < len(indexed) < 250
+        b = RedisIndex(rclient, SCHEMES[DEFAULT], copy)
+        b.bind(EngineSettings().engine().version)
+        assert b.restore(iter(exported)) == 250
+        with pytest.raises(ConfigError):
+            b.restore(iter(exported))  # only into an empty index
+
+        def by_id(records: list[dict[str, Any]]) -> dict[str, Any]:
+            return {r["decision"]["id"]: r for r in records}
+
+        assert by_id(list(b.documents())) == by_id(exported)
+        later_a = decide_in_batches(a, raw[250:])
+        later_b = decide_in_batches(b, raw[250:])
+        assert [verdict(d.to_dict()) for d in later_a] == [verdict(d.to_dict()) for d in later_b]
+        assert sum(d.duplicate_of is not None for d in later_b) >= 3
+    finally:
+        drop_index(rclient, source)
+        drop_index(rclient, copy)

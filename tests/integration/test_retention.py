@@ -1,0 +1,143 @@
+"""Retention on the real Redis: a deleted record or one older than the horizon is no
+longer a candidate, nor an exact copy, nor a remembered decision, and the memory its keys
+held comes back."""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+from detector.blocks import BlockScheme
+from detector.config import EngineSettings
+from detector.index import Commit, Entry, Query
+from detector.index.redis import RedisIndex
+from detector.records import Decision
+
+from .kit import drop_index, index_keys, unique
+
+SCHEME = BlockScheme.parse(EngineSettings().scheme)
+TEXT = "a literal text kept for the second pass, long enough to weigh something " * 20
+
+
+def entries(prefix: str, count: int, seed: int) -> list[Entry]:
+    rng = random.Random(seed)
+    return [
+        Entry(f"{prefix}{i:04d}", "t", rng.getrandbits(64), f"{prefix}-digest-{i}", TEXT)
+        for i in range(count)
+    ]
+
+
+def add(index: RedisIndex, docs: list[Entry], batch: int = 100) -> None:
+    for at in range(0, len(docs), batch):
+        part = docs[at : at + batch]
+        index.lookup([Query(e.space, e.fingerprint, e.digest) for e in part])
+        done = index.commit([Commit(Decision(e.id, None, e.fingerprint), e) for e in part])
+        assert done.done == len(part)
+
+
+def weight(client: redis.Redis, name: str) -> int:
+    """Bytes of every key of the index (MEMORY USAGE): what the index holds, whatever else
+    the shared server holds."""
+    keys = index_keys(client, name)
+    pipe = client.pipeline(transaction=False)
+    for key in keys:
+        pipe.memory_usage(key, samples=0)
+    return sum(int(size or 0) for size in pipe.execute())
+
+
+def visible(index: RedisIndex, docs: list[Entry]) -> list[str]:
+    """The documents a lookup of their own fingerprint and digest still finds."""
+    found = index.lookup([Query(e.space, e.fingerprint, e.digest) for e in docs])
+    return [
+        e.id
+        for e, f in zip(docs, found, strict=True)
+        if f.exact == e.id or e.id in {c.id for c in f.candidates}
+    ]
+
+
+@pytest.fixture
+def name(rclient: redis.Redis) -> Iterator[str]:
+    n = unique("index")
+    yield n
+    drop_index(rclient, n)
+
+
+def test_deleted_records_are_gone_and_their_memory_comes_back(
+    rclient: redis.Redis, name: str
+) -> None:
+    index = RedisIndex(rclient, SCHEME, name)
+    index.bind("v1")
+    docs = entries("d", 400, seed=1)
+    add(index, docs)
+    assert visible(index, docs) == [e.id for e in docs]
+    full = weight(rclient, name)
+
+    gone, kept = docs[:300], docs[300:]
+    assert sorted(index.delete([e.id for e in gone])) == [e.id for e in gone]
+    assert visible(index, gone) == []
+    assert visible(index, kept) == [e.id for e in kept]
+    assert index.texts([e.id for e in gone]) == {}
+    assert index.decisions([e.id for e in gone]) == {}
+    after = weight(rclient, name)
+    assert after < full * 0.4, f"{full} bytes before deleting 3/4 of the records, {after} after"
+    # deleted records are not even in the buckets any more
+    for e in gone[:20]:
+        for t, key in enumerate(SCHEME.keys([e.fingerprint])[0]):
+            value = rclient.get(index._bucket("t", t, key)) or b""
+            assert e.fingerprint.to_bytes(8, "little") not in value[0::12] or len(value) % 12
+
+
+def test_records_past_the_horizon_age_out_and_their_memory_comes_back(
+    rclient: redis.Redis, name: str
+) -> None:
+    index = RedisIndex(rclient, SCHEME, name, retention=2)
+    index.bind("v1")
+    old = entries("o", 400, seed=2)
+    add(index, old)
+    assert visible(index, old) == [e.id for e in old]
+    full = weight(rclient, name)
+    assert index.sweep() == 0  # nothing is old yet
+
+    time.sleep(3.5)  # past the horizon (2 s) and its granularity (1 s)
+    young = entries("y", 50, seed=3)
+    add(index, young)
+    # aged out at once for lookups, before any memory is given back
+    assert visible(index, old) == []
+    assert visible(index, young) == [e.id for e in young]
+    assert index.decisions([e.id for e in old]) == {}  # their keys expired with them
+    assert index.texts([e.id for e in old]) == {}
+
+    removed = index.sweep()
+    assert removed >= len(old) * len(SCHEME.tables), removed
+    after = weight(rclient, name)
+    assert after < full * 0.3, f"{full} bytes before the horizon, {after} after the sweep"
+    assert visible(index, young) == [e.id for e in young]
+    assert index.sweep() == 0
+
+
+def test_an_idle_index_ages_too(rclient: redis.Redis, name: str) -> None:
+    """A commit marks the time of what it numbered at most once a granularity (here 1 s);
+    without later commits the sweep marks it, so an idle index ages too."""
+    index = RedisIndex(rclient, SCHEME, name, retention=1)
+    index.bind("v1")
+    docs = entries("i", 30, seed=4)
+    add(index, docs[:10])  # marked
+    add(index, docs[10:])  # within the same second: not marked
+    time.sleep(2.2)
+    assert visible(index, docs) == [e.id for e in docs[10:]]
+    assert index.sweep() >= 10 * len(SCHEME.tables)  # and marks what came since
+    time.sleep(1.2)
+    assert visible(index, docs) == []
+    assert index.sweep() >= 20 * len(SCHEME.tables)
+
+
+def test_every_process_of_an_index_must_use_its_retention(rclient: redis.Redis, name: str) -> None:
+    from detector.errors import ConfigError
+
+    RedisIndex(rclient, SCHEME, name, retention=3600).bind("v1")
+    with pytest.raises(ConfigError, match="retention"):
+        RedisIndex(rclient, SCHEME, name).bind("v1")
