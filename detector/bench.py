@@ -30,7 +30,7 @@ from kafka import KafkaConsumer, KafkaProducer
 from .blocks import BlockScheme
 from .index.redis import IDS_PER_HASH
 from .stream.files import input_label, open_input, read_lines
-from .stream.kafka import KafkaSettings, ensure_topics
+from .stream.kafka import ensure_topics
 
 
 def _say(msg: str) -> None:
@@ -53,16 +53,14 @@ class Run:
         self.args = args
         self.input, self.output = f"bench-{tag}-in", f"bench-{tag}-out"
         self.group, self.index = f"bench-{tag}", f"bench-{tag}"
-        self.kafka = KafkaSettings(args.bootstrap_servers)
+        self.kafka = args.kafka  # KafkaSettings and RedisSettings, from the command line
         ensure_topics(self.kafka, {self.input: partitions, self.output: 1, f"{self.input}.dlq": 1})
         self.procs: list[subprocess.Popen[bytes]] = []
 
     def start(self, consumers: int) -> None:
-        env = {
-            **os.environ,
-            "NEARDUP_BOOTSTRAP_SERVERS": self.args.bootstrap_servers,
-            "NEARDUP_REDIS_URL": self.args.redis_url,
-        }
+        # Connection settings (passwords too) go to the children in their environment,
+        # which no other user can read, rather than on their command lines.
+        env = {**os.environ, **self.kafka.env(), **self.args.redis.env()}
         cmd = [
             sys.executable,
             "-m",
@@ -93,7 +91,7 @@ class Run:
             p.terminate()
         for p in self.procs:
             p.wait(timeout=60)
-        client = redis.Redis.from_url(self.args.redis_url)
+        client = self.args.redis.client()
         for key in client.scan_iter(f"nd:{{{self.index}}}:*", count=10_000):
             client.unlink(key)
 
@@ -101,7 +99,7 @@ class Run:
         """Decisions with their Kafka timestamps (ms), until `expected` distinct ids."""
         consumer = KafkaConsumer(
             self.output,
-            bootstrap_servers=self.kafka.bootstrap_servers,
+            **self.kafka.common(),
             group_id=None,
             auto_offset_reset="earliest",
             consumer_timeout_ms=int(timeout * 1000),
@@ -121,7 +119,7 @@ class Run:
 
 def throughput(args: Any, records: list[tuple[str, bytes]], consumers: int) -> float:
     run = Run(args, partitions=max(2, consumers))
-    producer = KafkaProducer(bootstrap_servers=run.kafka.bootstrap_servers, linger_ms=20)
+    producer = KafkaProducer(**run.kafka.common(), linger_ms=20)
     for doc_id, raw in records:
         producer.send(run.input, key=doc_id.encode(), value=raw)
     producer.flush()
@@ -141,7 +139,7 @@ def latency(args: Any, records: list[tuple[str, bytes]], rate: float) -> dict[st
     time.sleep(8)  # let the consumer join its group before the clock starts
     sent: dict[str, float] = {}
     count = min(len(records), int(rate * args.latency_seconds))
-    producer = KafkaProducer(bootstrap_servers=run.kafka.bootstrap_servers, linger_ms=0)
+    producer = KafkaProducer(**run.kafka.common(), linger_ms=0)
     start = time.time()
     try:
         for i, (doc_id, raw) in enumerate(records[:count]):
@@ -186,7 +184,7 @@ def key_families(client: redis.Redis, index: str) -> dict[str, int]:
 def corpus_memory(args: Any, records: list[tuple[str, bytes]]) -> dict[str, Any]:
     """Index the corpus with one consumer and weigh every key family."""
     run = Run(args, partitions=1)
-    producer = KafkaProducer(bootstrap_servers=run.kafka.bootstrap_servers, linger_ms=20)
+    producer = KafkaProducer(**run.kafka.common(), linger_ms=20)
     for doc_id, raw in records:
         producer.send(run.input, key=doc_id.encode(), value=raw)
     producer.flush()
@@ -195,7 +193,7 @@ def corpus_memory(args: Any, records: list[tuple[str, bytes]]) -> dict[str, Any]
     try:
         for _ in run.decisions(len(records), timeout=600):
             pass
-        client = redis.Redis.from_url(args.redis_url)
+        client = args.redis.client()
         indexed = int(client.get(f"nd:{{{run.index}}}:seq") or 0)
         return {"indexed": indexed, "bytes": key_families(client, run.index)}
     finally:
@@ -218,7 +216,7 @@ def _fill(client: redis.Redis, docs: int, write: Any, label: str) -> int:
 def synthetic_memory(args: Any, docs: int) -> dict[str, float]:
     """Block tables and the number-to-id map at `docs` random fingerprints, written in our
     layout (the same keys and entries the commit script writes), against the naive one."""
-    client = redis.Redis.from_url(args.redis_url)
+    client = args.redis.client()
     scheme = BlockScheme.parse(args.scheme)
     rng = np.random.default_rng(1)
     fps = rng.integers(0, 2**32, (docs, 2), dtype=np.uint64)

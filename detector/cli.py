@@ -3,24 +3,38 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import __version__
 from .blocks import NAMED
 from .config import (
+    DEFAULT_REDIS_URL,
     DEFAULT_SCHEME,
     DEFAULT_THRESHOLD,
+    SASL_MECHANISMS,
+    SECURITY_PROTOCOLS,
     EngineSettings,
     env,
     env_float,
     env_int,
     load_file,
+    read_secret,
+    redact_url,
 )
-from .errors import DetectorError
+from .errors import BackendUnavailable, DetectorError
 from .records import DEFAULT_MAX_BYTES
+
+if TYPE_CHECKING:
+    from .index.connect import RedisSettings
+    from .stream.kafka import KafkaSettings
+
+VISIBLE = (
+    "; on the command line it is visible to other local users (ps): prefer NEARDUP_{} or {}-file"
+)
 
 
 def _engine_options(p: argparse.ArgumentParser) -> None:
@@ -107,9 +121,13 @@ def _option(
     kind: type,
     default: Any,
     help: str,
+    url: bool = False,
     **more: Any,
 ) -> None:
-    """An option whose default comes from NEARDUP_<OPTION>, else the config file."""
+    """An option whose default comes from NEARDUP_<OPTION>, else the config file.
+
+    A secret's help must not show its default (it may come from the environment); a URL's
+    (`url=True`) is shown with its password replaced."""
     name = flag[2:].replace("-", "_")
     if kind is int:
         default = env_int(name, default)
@@ -117,7 +135,104 @@ def _option(
         default = env_float(name, default)
     else:
         default = env(name, default)
+    if url:  # argparse expands %(default)s itself: it would print the password
+        help = help.replace("%(default)s", redact_url(str(default)).replace("%", "%%"))
     p.add_argument(flag, type=kind, default=default, help=help, **more)
+
+
+def _redis_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group(
+        "Redis (each also NEARDUP_<OPTION>, e.g. NEARDUP_REDIS_PASSWORD, or the config file)"
+    )
+    _option(
+        g,
+        "--redis-url",
+        str,
+        DEFAULT_REDIS_URL,
+        url=True,
+        help="Redis server: redis://, rediss:// (TLS) or unix://; a user and password in "
+        "it (redis://USER:PASSWORD@HOST) work too (default: %(default)s)",
+    )
+    _option(g, "--redis-username", str, None, metavar="USER", help="Redis ACL user")
+    _option(
+        g,
+        "--redis-password",
+        str,
+        None,
+        metavar="PASSWORD",
+        help="password of the ACL user (or of the default user)"
+        + VISIBLE.format("REDIS_PASSWORD", "--redis-password"),
+    )
+    _option(
+        g,
+        "--redis-password-file",
+        str,
+        None,
+        metavar="FILE",
+        help="read the Redis password from this file",
+    )
+    _option(
+        g,
+        "--redis-ca-file",
+        str,
+        None,
+        metavar="FILE",
+        help="rediss://: CA certificates (PEM) that signed the server's; default the system's",
+    )
+    _option(
+        g,
+        "--redis-cert-file",
+        str,
+        None,
+        metavar="FILE",
+        help="rediss://: client certificate (PEM), for servers that authenticate clients",
+    )
+    _option(
+        g,
+        "--redis-key-file",
+        str,
+        None,
+        metavar="FILE",
+        help="rediss://: private key of --redis-cert-file (PEM)",
+    )
+
+
+def _redis_settings(args: argparse.Namespace) -> RedisSettings:
+    from .index.connect import RedisSettings
+
+    return RedisSettings.from_options(
+        args.redis_url,
+        username=args.redis_username or None,
+        password=read_secret(args.redis_password, args.redis_password_file, "redis-password"),
+        ca_file=args.redis_ca_file or None,
+        cert_file=args.redis_cert_file or None,
+        key_file=args.redis_key_file or None,
+    )
+
+
+def _kafka_settings(args: argparse.Namespace, client_id: str = "neardup") -> KafkaSettings:
+    from .stream.kafka import KafkaSettings
+
+    return KafkaSettings(
+        args.bootstrap_servers,
+        client_id,
+        security_protocol=args.kafka_security_protocol,
+        sasl_mechanism=args.kafka_sasl_mechanism or None,
+        username=args.kafka_username or None,
+        password=read_secret(args.kafka_password, args.kafka_password_file, "kafka-password"),
+        ca_file=args.kafka_ca_file or None,
+        cert_file=args.kafka_cert_file or None,
+        key_file=args.kafka_key_file or None,
+    )
+
+
+def _kafka_check(kafka: KafkaSettings) -> None:
+    """Refused credentials or an untrusted certificate stop a command at once; brokers
+    that are away are left to the clients, which wait for them as they always did."""
+    from .stream.kafka import check
+
+    with contextlib.suppress(BackendUnavailable):
+        check(kafka)
 
 
 def _settings(a: argparse.Namespace) -> EngineSettings:
@@ -227,13 +342,7 @@ def parser() -> argparse.ArgumentParser:
         "to scale out.",
     )
     _kafka_options(s)
-    _option(
-        s,
-        "--redis-url",
-        str,
-        "redis://127.0.0.1:6379/0",
-        help="Redis server (default: %(default)s)",
-    )
+    _redis_options(s)
     _option(
         s,
         "--input-topic",
@@ -366,13 +475,7 @@ def parser() -> argparse.ArgumentParser:
         256,
         help="serve's batch size (default: %(default)s)",
     )
-    _option(
-        b,
-        "--redis-url",
-        str,
-        "redis://127.0.0.1:6379/0",
-        help="Redis server (default: %(default)s)",
-    )
+    _redis_options(b)
     _kafka_options(b)
 
     t = sub.add_parser("tail", help="print the records arriving on a topic")
@@ -392,12 +495,73 @@ def parser() -> argparse.ArgumentParser:
 
 
 def _kafka_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group(
+        "Kafka (each also NEARDUP_<OPTION>, e.g. NEARDUP_KAFKA_PASSWORD, or the config file)"
+    )
     _option(
-        p,
+        g,
         "--bootstrap-servers",
         str,
         "127.0.0.1:9092",
         help="Kafka brokers, host:port[,host:port] (default: %(default)s)",
+    )
+    _option(
+        g,
+        "--kafka-security-protocol",
+        str,
+        "PLAINTEXT",
+        choices=SECURITY_PROTOCOLS,
+        help="how to talk to the brokers: SSL is TLS, SASL_* log in with a user and "
+        "password (default: %(default)s)",
+    )
+    _option(
+        g,
+        "--kafka-sasl-mechanism",
+        str,
+        None,
+        choices=SASL_MECHANISMS,
+        help="SASL mechanism, needed with SASL_PLAINTEXT and SASL_SSL",
+    )
+    _option(g, "--kafka-username", str, None, metavar="USER", help="SASL user")
+    _option(
+        g,
+        "--kafka-password",
+        str,
+        None,
+        metavar="PASSWORD",
+        help="SASL password" + VISIBLE.format("KAFKA_PASSWORD", "--kafka-password"),
+    )
+    _option(
+        g,
+        "--kafka-password-file",
+        str,
+        None,
+        metavar="FILE",
+        help="read the SASL password from this file",
+    )
+    _option(
+        g,
+        "--kafka-ca-file",
+        str,
+        None,
+        metavar="FILE",
+        help="SSL, SASL_SSL: CA certificates (PEM) that signed the brokers'; default the system's",
+    )
+    _option(
+        g,
+        "--kafka-cert-file",
+        str,
+        None,
+        metavar="FILE",
+        help="SSL, SASL_SSL: client certificate (PEM), for brokers that authenticate clients",
+    )
+    _option(
+        g,
+        "--kafka-key-file",
+        str,
+        None,
+        metavar="FILE",
+        help="SSL, SASL_SSL: private key of --kafka-cert-file (PEM)",
     )
 
 
@@ -521,23 +685,27 @@ def _serve(args: argparse.Namespace) -> int:
     import os
     import socket
 
-    import redis
-
+    from .index.connect import check as check_redis
+    from .index.connect import refusals
     from .index.redis import RedisIndex
     from .metrics import Health, serve_http
     from .pipeline import Detector
     from .service import Service, wait_for
-    from .stream.kafka import KafkaSettings, KafkaSink, KafkaSource, ensure_topics
+    from .stream.kafka import KafkaSink, KafkaSource, ensure_topics
+    from .stream.kafka import check as check_kafka
 
     logging.basicConfig(
         level=logging.INFO,
         stream=sys.stderr,
         format="%(asctime)s %(name)s %(levelname)s %(message)s",
     )
+    # kafka-python logs every reconnection attempt, and at DEBUG even the SASL password.
     logging.getLogger("kafka").setLevel(logging.ERROR)
     settings = _settings(args)
     scheme = settings.block_scheme()
-    client = redis.Redis.from_url(args.redis_url, socket_timeout=30, socket_connect_timeout=5)
+    redis_at = _redis_settings(args)
+    kafka = _kafka_settings(args, f"neardup-{socket.gethostname()}-{os.getpid()}")
+    client = redis_at.client()
     index = RedisIndex(client, scheme, args.index, args.text_ttl, args.decision_ttl)
     detector = Detector(
         settings.engine(), index, scheme, settings.literal(), settings.max_candidates, bind=False
@@ -545,8 +713,12 @@ def _serve(args: argparse.Namespace) -> int:
     health = Health()
     if args.metrics_port:
         serve_http(args.metrics_host, args.metrics_port, health)
-    wait_for("redis", lambda: index.bind(detector.engine.version))
-    kafka = KafkaSettings(args.bootstrap_servers, f"neardup-{socket.gethostname()}-{os.getpid()}")
+    # A refused password or an untrusted certificate is a ConfigError: it ends serve
+    # (status 2) here instead of being waited out like a server that is away.
+    wait_for("redis", lambda: check_redis(client, redis_at))
+    with refusals(redis_at):  # e.g. an ACL that lacks a key or a command
+        wait_for("redis", lambda: index.bind(detector.engine.version))
+    wait_for("kafka", lambda: check_kafka(kafka))
     topics = {args.output_topic: 1, args.dead_letter_topic: 1}
     wait_for("kafka", lambda: ensure_topics(kafka, topics))
     source = wait_for(
@@ -554,22 +726,28 @@ def _serve(args: argparse.Namespace) -> int:
     )
     sink = wait_for("kafka", lambda: KafkaSink(kafka, args.output_topic, args.dead_letter_topic))
     logging.getLogger("neardup.serve").info(
-        "serving %s -> %s (group %s, index %s, %s)",
+        "serving %s -> %s (group %s, index %s, %s; Redis at %s as %s, Kafka at %s over %s)",
         args.input_topic,
         args.output_topic,
         args.group,
         args.index,
         scheme.describe(),
+        redis_at.where(),
+        redis_at.who(),
+        kafka.bootstrap_servers,
+        kafka.security_protocol,
     )
-    Service(detector, source, sink, settings.max_bytes, health).run()
+    with refusals(redis_at):
+        Service(detector, source, sink, settings.max_bytes, health).run()
     return 0
 
 
 def _produce(args: argparse.Namespace) -> int:
     from .stream.files import input_label, open_input, read_lines
-    from .stream.kafka import KafkaSettings, ensure_topics, produce
+    from .stream.kafka import ensure_topics, produce
 
-    kafka = KafkaSettings(args.bootstrap_servers)
+    kafka = _kafka_settings(args)
+    _kafka_check(kafka)
     if args.partitions:
         ensure_topics(kafka, {args.topic: args.partitions})
     show = sys.stderr.isatty() if args.progress is None else args.progress
@@ -591,13 +769,13 @@ def _produce(args: argparse.Namespace) -> int:
 
 
 def _tail(args: argparse.Namespace) -> int:
-    from .stream.kafka import KafkaSettings, tail
+    from .stream.kafka import tail
 
     idle = None if args.idle is None else int(args.idle * 1000)
+    kafka = _kafka_settings(args)
+    _kafka_check(kafka)
     try:
-        for value in tail(
-            KafkaSettings(args.bootstrap_servers), args.topic, args.from_beginning, idle
-        ):
+        for value in tail(kafka, args.topic, args.from_beginning, idle):
             sys.stdout.write(value.decode("utf-8", "replace") + "\n")
             sys.stdout.flush()
     except BrokenPipeError:
@@ -608,6 +786,9 @@ def _tail(args: argparse.Namespace) -> int:
 def _bench(args: argparse.Namespace) -> int:
     from .bench import main
 
+    args.kafka = _kafka_settings(args)
+    args.redis = _redis_settings(args)
+    _kafka_check(args.kafka)
     return main(args)
 
 

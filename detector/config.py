@@ -7,8 +7,10 @@ dashes as underscores), so containers and the command line configure the same th
 from __future__ import annotations
 
 import os
+import ssl
 import tomllib
 from dataclasses import dataclass
+from urllib.parse import SplitResult, parse_qsl, urlencode, urlsplit
 
 from .blocks import BlockScheme
 from .engine import Engine
@@ -20,6 +22,12 @@ from .verify import LiteralCheck
 # Chosen by measurement on the dev stream (README, "Choosing the defaults").
 DEFAULT_SCHEME = "k6-b8"
 DEFAULT_THRESHOLD = 0.8
+
+# Connections. Here rather than in the adapters, so that the command line can offer them
+# without importing kafka-python or redis-py (`neardup detect` needs neither).
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
 
 _file_settings: dict[str, str] = {}
@@ -60,6 +68,116 @@ def env_float(name: str, default: float) -> float:
         return float(value or default)
     except ValueError:
         raise ConfigError(f"{name} must be a number, not {value!r}") from None
+
+
+class Secret:
+    """A password or other credential: it prints as '***' (in reprs of settings, log
+    lines, error messages), so only `reveal()` hands the value to a client library."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def reveal(self) -> str:
+        return self._value
+
+    def __repr__(self) -> str:
+        return "'***'"
+
+    __str__ = __repr__
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Secret) and other._value == self._value
+
+    def __hash__(self) -> int:
+        return hash(self._value)
+
+
+def read_secret(value: str | None, file: str | None, what: str) -> Secret | None:
+    """A secret given as a value (option, environment, config file) or as a file; the
+    file's line end is dropped, so `echo pw > FILE` works."""
+    if value and file:
+        var = "NEARDUP_" + what.upper().replace("-", "_")
+        raise ConfigError(
+            f"the {what.replace('-', ' ')} is given twice, as --{what} (or {var}) and as "
+            f"--{what}-file (or {var}_FILE): give one"
+        )
+    if file:
+        readable_file(file, f"{what}-file")
+        with open(file, encoding="utf-8") as f:
+            value = f.read().rstrip("\r\n")
+        if not value:
+            raise ConfigError(f"--{what}-file {file} is empty")
+    return Secret(value) if value else None
+
+
+def readable_file(path: str, option: str) -> str:
+    """A file an option names (a CA, a certificate, a key, a password): it must exist and
+    be readable now, so that a typo fails at start-up and not at the first reconnect."""
+    if not os.path.isfile(path):
+        raise ConfigError(f"--{option} {path}: no such file")
+    if not os.access(path, os.R_OK):
+        raise ConfigError(f"--{option} {path}: not readable by this user")
+    return path
+
+
+def check_tls_files(ca: str | None, cert: str | None, key: str | None, prefix: str) -> None:
+    """Load the PEM files (--PREFIX-ca-file, -cert-file, -key-file) as the client will,
+    now: a missing file, one that holds no certificate, or a key that is encrypted or not
+    the certificate's, fails at start-up under its option's name rather than as a TLS
+    error at every connection attempt."""
+    if key and not cert:
+        raise ConfigError(f"--{prefix}-key-file needs --{prefix}-cert-file (the certificate)")
+    for name, path in (("ca", ca), ("cert", cert), ("key", key)):
+        if path:
+            readable_file(path, f"{prefix}-{name}-file")
+    context = ssl.create_default_context()
+    if ca:
+        try:
+            context.load_verify_locations(cafile=ca)
+        except ssl.SSLError as exc:
+            raise ConfigError(
+                f"--{prefix}-ca-file {ca}: no PEM CA certificate in it ({exc.reason or exc})"
+            ) from None
+    if cert:
+        try:  # the password callback keeps OpenSSL from prompting on the terminal
+            context.load_cert_chain(cert, key, password=lambda: "")
+        except ssl.SSLError as exc:
+            files = f"--{prefix}-cert-file {cert}" + (
+                f" with --{prefix}-key-file {key}" if key else ""
+            )
+            why = exc.reason or "not a PEM certificate with its private key, unencrypted"
+            raise ConfigError(f"{files}: cannot be loaded ({why})") from None
+
+
+def redact_url(url: str) -> str:
+    """A URL fit to print: the password of `user:password@` and a `password=` query
+    parameter become ***."""
+    try:
+        parts = urlsplit(url)
+        netloc = parts.netloc
+        if parts.password is not None:
+            userinfo, _, host = netloc.rpartition("@")
+            netloc = f"{userinfo.partition(':')[0]}:***@{host}"
+        query = urlencode(
+            [(k, "***" if k == "password" else v) for k, v in parse_qsl(parts.query, True)],
+            safe="*",
+        )
+        return join_url(parts._replace(netloc=netloc, query=query))
+    except ValueError:  # a URL this malformed is not shown at all
+        return "(unparsable URL)"
+
+
+def join_url(parts: SplitResult) -> str:
+    """urlunsplit, but always with `//` after the scheme: `unix:///run/redis.sock`, not
+    `unix:/run/redis.sock`, which redis-py refuses."""
+    url = f"{parts.scheme}://{parts.netloc}{parts.path}"
+    if parts.query:
+        url += f"?{parts.query}"
+    if parts.fragment:
+        url += f"#{parts.fragment}"
+    return url
 
 
 @dataclass(frozen=True)

@@ -5,9 +5,15 @@ DetectorError
  ├── BadRecord            one input record is unusable: dead-letter it, carry on
  └── BackendUnavailable   Redis or Kafka did not answer: back off and retry
       └── (permanent failures such as wrong credentials are ConfigError)
+
+A refused password, a missing ACL permission or an untrusted TLS certificate is a
+ConfigError even when the client library reports it as a connection failure: retrying
+cannot cure it, so `neardup serve` exits (status 2) instead of waiting for ever.
 """
 
 from __future__ import annotations
+
+from typing import TypeVar
 
 
 class DetectorError(Exception):
@@ -29,3 +35,19 @@ class BadRecord(DetectorError):
 
 class BackendUnavailable(DetectorError):
     """A server the detector depends on is temporarily unreachable."""
+
+
+E = TypeVar("E", bound=BaseException)
+
+
+def cause(exc: BaseException, kind: type[E]) -> E | None:
+    """The first exception of a kind in exc's chain (itself, then what it was raised
+    from or while handling): client libraries wrap an ssl or auth error in their own."""
+    seen: set[int] = set()
+    at: BaseException | None = exc
+    while at is not None and id(at) not in seen:
+        if isinstance(at, kind):
+            return at
+        seen.add(id(at))
+        at = at.__cause__ or at.__context__
+    return None

@@ -36,7 +36,13 @@ from .kit import (  # noqa: E402
 STARTUP_WAIT = 60.0  # seconds the servers get to answer (CI may have just started them)
 HERE = Path(__file__).resolve().parent
 # Quick tests first, the slow fault tests (which restart the servers) last.
-ORDER = ["test_redis_index", "test_dead_letters", "test_concurrency", "test_serve_e2e"]
+ORDER = [
+    "test_redis_index",
+    "test_dead_letters",
+    "test_security",
+    "test_concurrency",
+    "test_serve_e2e",
+]
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -110,8 +116,8 @@ def serve(names: Names, tmp_path: Path) -> Iterator[Callable[..., Serve]]:
     runs at the end gets SIGTERM (then SIGKILL)."""
     started: list[Serve] = []
 
-    def start(extra: Sequence[str] = ()) -> Serve:
-        s = Serve(names, tmp_path / f"serve-{len(started)}.log", extra).start()
+    def start(extra: Sequence[str] = (), env: dict[str, str] | None = None) -> Serve:
+        s = Serve(names, tmp_path / f"serve-{len(started)}.log", extra, env).start()
         started.append(s)
         return s
 

@@ -35,6 +35,19 @@ CALLER_ENV = {k: v for k, v in os.environ.items() if k.startswith("NEARDUP_")}
 BOOTSTRAP = CALLER_ENV.get("NEARDUP_BOOTSTRAP_SERVERS") or "127.0.0.1:9092"
 REDIS_URL = CALLER_ENV.get("NEARDUP_REDIS_URL") or "redis://127.0.0.1:6379/0"
 
+# The stack's secured endpoints (tests/integration/test_security.py): an ACL user on the
+# Redis above and its TLS port, and SASL listeners of the broker above (same topics).
+STACK_REDIS_USER = CALLER_ENV.get("NEARDUP_STACK_REDIS_USER", "")
+STACK_REDIS_PASSWORD = CALLER_ENV.get("NEARDUP_STACK_REDIS_PASSWORD", "")
+STACK_REDIS_TLS_URL = CALLER_ENV.get("NEARDUP_STACK_REDIS_TLS_URL", "")
+STACK_CA_FILE = CALLER_ENV.get("NEARDUP_STACK_CA_FILE", "")
+STACK_CLIENT_CERT = CALLER_ENV.get("NEARDUP_STACK_CLIENT_CERT", "")
+STACK_CLIENT_KEY = CALLER_ENV.get("NEARDUP_STACK_CLIENT_KEY", "")
+STACK_KAFKA_SASL = CALLER_ENV.get("NEARDUP_STACK_KAFKA_SASL", "")  # SASL_PLAINTEXT
+STACK_KAFKA_SASL_SSL = CALLER_ENV.get("NEARDUP_STACK_KAFKA_SASL_SSL", "")
+STACK_KAFKA_USER = CALLER_ENV.get("NEARDUP_STACK_KAFKA_USER", "")
+STACK_KAFKA_PASSWORD = CALLER_ENV.get("NEARDUP_STACK_KAFKA_PASSWORD", "")
+
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data"
 SAMPLE = DATA / "sample.jsonl.gz"
@@ -117,11 +130,16 @@ def redis_client() -> redis.Redis:
 
 
 def index_keys(client: redis.Redis, name: str) -> list[bytes]:
-    return list(client.scan_iter(match=f"nd:{{{name}}}:*", count=1000))
+    """Every key of index NAME: its coordinator's (`nd:{NAME}:*`) and its shards'."""
+    return [
+        key
+        for pattern in (f"nd:{{{name}}}:*", f"nd:{{{name}/*")
+        for key in client.scan_iter(match=pattern, count=1000)
+    ]
 
 
 def drop_index(client: redis.Redis, name: str) -> None:
-    """Delete every key of index NAME (`nd:{NAME}:*`)."""
+    """Delete every key of index NAME."""
     keys = index_keys(client, name)
     for at in range(0, len(keys), 500):
         client.delete(*keys[at : at + 500])
@@ -136,12 +154,15 @@ def admin() -> KafkaAdminClient:
     )
 
 
-def create_topics(topics: dict[str, int]) -> None:
-    """Create topics (name -> partitions) and wait until the broker serves them all."""
+def create_topics(topics: dict[str, int], configs: dict[str, str] | None = None) -> None:
+    """Create topics (name -> partitions), with topic configs (e.g. `max.message.bytes`)
+    if given, and wait until the broker serves them all."""
     client = admin()
     try:
         with contextlib.suppress(TopicAlreadyExistsError):
-            client.create_topics([NewTopic(t, n, 1) for t, n in topics.items()])
+            client.create_topics(
+                [NewTopic(t, n, 1, topic_configs=configs or {}) for t, n in topics.items()]
+            )
         deadline = time.monotonic() + 30
         while True:
             described = {
@@ -222,14 +243,15 @@ def committed_offset(group: str, topic: str, partition: int = 0) -> int | None:
 
 
 class Producer:
-    """kafka-python producer that checks every send was acknowledged."""
+    """kafka-python producer that checks every send was acknowledged. A record larger than
+    16 MiB needs a larger max_request_size (and a topic whose max.message.bytes takes it)."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_request_size: int = 16 * 1024 * 1024) -> None:
         self.producer = KafkaProducer(
             bootstrap_servers=BOOTSTRAP.split(","),
             acks="all",
             linger_ms=5,
-            max_request_size=16 * 1024 * 1024,
+            max_request_size=max_request_size,
         )
         self.pending: list[Any] = []
 
@@ -443,11 +465,19 @@ class Names:
 
 
 class Serve:
-    """One `neardup serve` child process; its log goes to a file."""
+    """One `neardup serve` child process; its log goes to a file. `env` adds to (or
+    overrides) child_env(): how secrets reach it, as they never go on a command line."""
 
-    def __init__(self, names: Names, log_path: Path, extra: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        names: Names,
+        log_path: Path,
+        extra: Sequence[str] = (),
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.names = names
         self.log_path = log_path
+        self.env = dict(env or {})
         self.args = [
             sys.executable,
             "-m",
@@ -477,7 +507,7 @@ class Serve:
         self.proc = subprocess.Popen(
             self.args,
             cwd=ROOT,
-            env=child_env(),
+            env={**child_env(), **self.env},
             stdin=subprocess.DEVNULL,
             stdout=self._log,
             stderr=subprocess.STDOUT,
@@ -525,6 +555,20 @@ class Serve:
             self._log.close()
             self._log = None
         return code
+
+
+def new_ca(directory: Path) -> Path:
+    """A freshly made CA certificate (PEM) that signed nothing: a trust anchor under which
+    no server's certificate verifies."""
+    key, cert = directory / "other-ca.key", directory / "other-ca.crt"
+    request = ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2"]
+    subprocess.run(
+        [*request, "-subj", "/CN=neardup-it-other-ca", "-keyout", str(key), "-out", str(cert)],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    return cert
 
 
 def logs(servers: Iterable[Serve]) -> str:

@@ -1,0 +1,215 @@
+"""How neardup connects to Redis: the connection settings (server, ACL user, TLS), the one
+factory of clients, and the start-up check that tells a refused password or an untrusted
+certificate (fix and rerun) from a server that is away (wait for it).
+
+Every command that talks to Redis builds its client with `RedisSettings.client()`, so a
+new way of connecting (Redis Cluster, say) is added there once.
+"""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
+
+import redis
+from redis.exceptions import AuthenticationWrongNumberOfArgsError, NoPermissionError
+
+from ..config import DEFAULT_REDIS_URL, Secret, check_tls_files, join_url, redact_url
+from ..errors import BackendUnavailable, ConfigError, cause
+
+SCHEMES = ("redis", "rediss", "unix")
+
+
+@dataclass(frozen=True)
+class RedisSettings:
+    """A Redis server and how to log in to it. `url` carries no credentials (they are
+    taken out of it by `from_options`); the password prints as '***'."""
+
+    url: str = DEFAULT_REDIS_URL
+    username: str | None = None  # an ACL user; None is the `default` user
+    password: Secret | None = None
+    ca_file: str | None = None  # rediss://: the CA that signed the server's certificate
+    cert_file: str | None = None  # client certificate, for servers that want one
+    key_file: str | None = None
+    socket_timeout: float = 30.0
+    connect_timeout: float = 5.0
+
+    def __post_init__(self) -> None:
+        scheme = urlsplit(self.url).scheme
+        if scheme not in SCHEMES:
+            raise ConfigError(
+                f"--redis-url must start with redis://, rediss:// (TLS) or unix://, "
+                f"not {redact_url(self.url)!r}"
+            )
+        if not self.tls and (self.ca_file or self.cert_file or self.key_file):
+            raise ConfigError(
+                "--redis-ca-file, --redis-cert-file and --redis-key-file need a "
+                f"rediss:// URL (TLS), not {self.where()}"
+            )
+        check_tls_files(self.ca_file, self.cert_file, self.key_file, "redis")
+        if self.username and self.password is None:
+            raise ConfigError(
+                f"Redis user {self.username!r} needs a password (NEARDUP_REDIS_PASSWORD, "
+                "--redis-password-file or --redis-password)"
+            )
+
+    @classmethod
+    def from_options(
+        cls,
+        url: str = DEFAULT_REDIS_URL,
+        username: str | None = None,
+        password: Secret | None = None,
+        ca_file: str | None = None,
+        cert_file: str | None = None,
+        key_file: str | None = None,
+    ) -> RedisSettings:
+        """Settings from the command line. A user and password in the URL
+        (`redis://user:pw@host`, or `?password=`) count as if given as options; the
+        options win over them."""
+        url, url_user, url_password = _split_credentials(url)
+        if password is None and url_password:
+            password = Secret(url_password)
+        return cls(
+            url=url,
+            username=username or url_user,
+            password=password,
+            ca_file=ca_file,
+            cert_file=cert_file,
+            key_file=key_file,
+        )
+
+    @property
+    def tls(self) -> bool:
+        return urlsplit(self.url).scheme == "rediss"
+
+    def where(self) -> str:
+        """The server, fit to print."""
+        return redact_url(self.url)
+
+    def who(self) -> str:
+        return f"user {self.username!r}" if self.username else "the default user"
+
+    def client(self) -> redis.Redis:
+        """The one place a Redis client is made."""
+        options: dict[str, Any] = {
+            "socket_timeout": self.socket_timeout,
+            "socket_connect_timeout": self.connect_timeout,
+        }
+        if self.username:
+            options["username"] = self.username
+        if self.password is not None:
+            options["password"] = self.password.reveal()
+        if self.tls:  # redis:// connections take no ssl_* options at all
+            options["ssl_ca_certs"] = self.ca_file  # None: the system's CAs
+            options["ssl_certfile"] = self.cert_file
+            options["ssl_keyfile"] = self.key_file
+            options["ssl_cert_reqs"] = "required"
+            options["ssl_check_hostname"] = True
+        try:
+            return redis.Redis.from_url(self.url, **options)
+        except ValueError as exc:  # a malformed URL; the message does not repeat it
+            raise ConfigError(f"--redis-url {self.where()}: {exc}") from None
+
+    def env(self) -> dict[str, str]:
+        """These settings as NEARDUP_* variables, for a child `neardup` (the password
+        travels in the environment, not on its command line). Every variable is set,
+        empty when unused, so that the parent's own NEARDUP_* cannot contradict them."""
+        values = {
+            "REDIS_URL": self.url,
+            "REDIS_USERNAME": self.username,
+            "REDIS_PASSWORD": self.password.reveal() if self.password else None,
+            "REDIS_PASSWORD_FILE": None,  # read already: the value is in REDIS_PASSWORD
+            "REDIS_CA_FILE": self.ca_file,
+            "REDIS_CERT_FILE": self.cert_file,
+            "REDIS_KEY_FILE": self.key_file,
+        }
+        return {f"NEARDUP_{k}": v or "" for k, v in values.items()}
+
+
+def _split_credentials(url: str) -> tuple[str, str | None, str | None]:
+    """(the URL without credentials, user, password). A URL without any is kept as it
+    is, character for character."""
+    try:
+        parts = urlsplit(url)
+        query = parse_qsl(parts.query, keep_blank_values=True)
+        user = unquote(parts.username) if parts.username else None
+        password = unquote(parts.password) if parts.password else None
+    except ValueError:
+        return url, None, None  # __post_init__ or the client reports it
+    from_query = {k: v for k, v in query if k in ("username", "password")}
+    if "@" not in parts.netloc and not from_query:
+        return url, None, None
+    user = user or from_query.get("username") or None
+    password = password or from_query.get("password") or None
+    rest = urlencode([(k, v) for k, v in query if k not in from_query])
+    bare = parts._replace(netloc=parts.netloc.rpartition("@")[2], query=rest)
+    return join_url(bare), user, password
+
+
+def refusal(exc: BaseException, settings: RedisSettings) -> ConfigError | None:
+    """The ConfigError for a Redis failure that no retry cures (refused credentials, a
+    missing ACL permission, an untrusted certificate), or None."""
+    where = settings.where()
+    if isinstance(exc, AuthenticationWrongNumberOfArgsError):
+        return ConfigError(
+            f"Redis at {where} has no ACL users (it is older than Redis 6): give it only "
+            "a password, without --redis-username"
+        )
+    if isinstance(exc, redis.AuthenticationError) or _reply(exc, "WRONGPASS", "NOAUTH"):
+        if settings.password is None:
+            return ConfigError(
+                f"Redis at {where} wants a password (NEARDUP_REDIS_PASSWORD, "
+                "--redis-password-file or --redis-password)"
+            )
+        return ConfigError(f"Redis at {where} refused the credentials of {settings.who()}")
+    if isinstance(exc, NoPermissionError) or _reply(exc, "NOPERM"):
+        return ConfigError(
+            f"Redis at {where} does not let {settings.who()} do what the index needs "
+            f"({exc}); its ACL needs the keys ~nd:* and the read, write and scripting commands"
+        )
+    if cert := cause(exc, ssl.SSLCertVerificationError):
+        return ConfigError(
+            f"Redis at {where}: its TLS certificate is not trusted ({cert.verify_message}); "
+            "give the CA that signed it with --redis-ca-file"
+        )
+    tls = cause(exc, ssl.SSLError)
+    if tls is not None and "ALERT" in (getattr(tls, "reason", None) or ""):
+        return ConfigError(
+            f"Redis at {where} refused the TLS handshake ({tls.reason}): check "
+            "--redis-cert-file and --redis-key-file"
+        )
+    return None
+
+
+def _reply(exc: BaseException, *codes: str) -> bool:
+    """An error reply with one of these codes that the client did not map to a class of
+    its own (older redis-py versions)."""
+    return isinstance(exc, redis.ResponseError) and str(exc).startswith(codes)
+
+
+@contextmanager
+def refusals(settings: RedisSettings) -> Iterator[None]:
+    """Turn the Redis errors that no retry cures into ConfigError; the rest pass."""
+    try:
+        yield
+    except redis.RedisError as exc:
+        problem = refusal(exc, settings)
+        if problem is None:
+            raise
+        raise problem from None
+
+
+def check(client: redis.Redis, settings: RedisSettings) -> None:
+    """Start-up: one PING. Refused credentials or an untrusted certificate raise
+    ConfigError (fix and rerun); a server that does not answer, BackendUnavailable."""
+    with refusals(settings):
+        try:
+            client.ping()
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            if refusal(exc, settings) is not None:
+                raise
+            raise BackendUnavailable(f"Redis at {settings.where()}: {exc}") from exc
