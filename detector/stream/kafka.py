@@ -286,6 +286,10 @@ def ensure_topics(settings: KafkaSettings, topics: dict[str, int]) -> None:
 
 log = logging.getLogger("neardup.kafka")
 
+# The largest fetch response frame a consumer accepts. A topic whose max.message.bytes
+# (1 MiB by default) lets a larger record batch in stalls its partition: keep it below.
+MAX_FETCH_FRAME = 256 * 1024 * 1024
+
 
 class KafkaSource:
     """A consumer-group member that hands out batches and commits only what it is told."""
@@ -302,6 +306,10 @@ class KafkaSource:
             auto_offset_reset="earliest",
             max_poll_records=batch_size,
             max_partition_fetch_bytes=8 * 1024 * 1024,
+            # The broker sends a record batch larger than the fetch sizes anyway (KIP-74),
+            # but kafka-python drops a frame over this limit and fetches it again, for ever:
+            # the partition would stall behind one huge batch. Above it, it still does.
+            receive_message_max_bytes=MAX_FETCH_FRAME,
             # A dead consumer's partitions move after 10 s, not the client default of 45.
             session_timeout_ms=10_000,
             heartbeat_interval_ms=3_000,

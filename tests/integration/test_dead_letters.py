@@ -201,7 +201,8 @@ def test_a_large_bad_record_is_dead_lettered_too(
 
 MiB = 1024 * 1024
 # kafka-python's consumer drops a fetch response frame over its receive_message_max_bytes
-# (100,000,000 by default, whatever the fetch sizes) and fetches it again, forever.
+# (100,000,000 by default, whatever the fetch sizes) and fetches it again, forever; serve
+# raises it to MAX_FETCH_FRAME.
 FRAME_LIMIT = 100_000_000
 
 
@@ -229,17 +230,8 @@ def oversized(kind: str) -> bytes:
         # the broker sends it anyway (fetch v3+, KIP-74)
         ("50MiB", "too_large", 60),
         ("million_tokens", "too_many_tokens", 60),
-        pytest.param(
-            "over_the_frame_limit",
-            "too_large",
-            20,
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="the partition stalls: kafka-python's InvalidReceiveError on the fetch "
-                "frame, logged and retried forever, until detector/stream/kafka.py sets the "
-                "consumer's receive_message_max_bytes above the largest batch a broker takes",
-            ),
-        ),
+        # above kafka-python's default frame limit, below serve's MAX_FETCH_FRAME
+        ("over_the_frame_limit", "too_large", 20),
     ],
 )
 def test_an_oversized_record_is_dead_lettered_and_its_partition_goes_on(
