@@ -16,6 +16,7 @@ from typing import Any
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
 
 import redis
+from redis.cluster import RedisCluster
 from redis.exceptions import AuthenticationWrongNumberOfArgsError, NoPermissionError
 
 from ..config import DEFAULT_REDIS_URL, Secret, check_tls_files, join_url, redact_url
@@ -37,9 +38,12 @@ class RedisSettings:
     key_file: str | None = None
     socket_timeout: float = 30.0
     connect_timeout: float = 5.0
+    cluster: bool = False  # url is one node of a Redis Cluster; the client finds the rest
 
     def __post_init__(self) -> None:
         scheme = urlsplit(self.url).scheme
+        if self.cluster and scheme == "unix":
+            raise ConfigError("--redis-cluster needs a redis:// or rediss:// URL of one node")
         if scheme not in SCHEMES:
             raise ConfigError(
                 f"--redis-url must start with redis://, rediss:// (TLS) or unix://, "
@@ -66,6 +70,7 @@ class RedisSettings:
         ca_file: str | None = None,
         cert_file: str | None = None,
         key_file: str | None = None,
+        cluster: bool = False,
     ) -> RedisSettings:
         """Settings from the command line. A user and password in the URL
         (`redis://user:pw@host`, or `?password=`) count as if given as options; the
@@ -80,6 +85,7 @@ class RedisSettings:
             ca_file=ca_file,
             cert_file=cert_file,
             key_file=key_file,
+            cluster=cluster,
         )
 
     @property
@@ -93,7 +99,7 @@ class RedisSettings:
     def who(self) -> str:
         return f"user {self.username!r}" if self.username else "the default user"
 
-    def client(self) -> redis.Redis:
+    def client(self) -> redis.Redis | RedisCluster:
         """The one place a Redis client is made."""
         options: dict[str, Any] = {
             "socket_timeout": self.socket_timeout,
@@ -110,9 +116,22 @@ class RedisSettings:
             options["ssl_cert_reqs"] = "required"
             options["ssl_check_hostname"] = True
         try:
+            if self.cluster:
+                return self._cluster(options)
             return redis.Redis.from_url(self.url, **options)
         except ValueError as exc:  # a malformed URL; the message does not repeat it
             raise ConfigError(f"--redis-url {self.where()}: {exc}") from None
+
+    def _cluster(self, options: dict[str, Any]) -> RedisCluster:
+        """A cluster client from one node's URL. It asks that node for the slot map, so a
+        cluster that is down (or no cluster) shows here: as BackendUnavailable, unless it
+        refused us."""
+        try:
+            return RedisCluster.from_url(self.url, **options)
+        except redis.RedisError as exc:
+            if problem := refusal(exc, self):
+                raise problem from None
+            raise BackendUnavailable(f"Redis Cluster at {self.where()}: {exc}") from exc
 
     def env(self) -> dict[str, str]:
         """These settings as NEARDUP_* variables, for a child `neardup` (the password
@@ -126,6 +145,7 @@ class RedisSettings:
             "REDIS_CA_FILE": self.ca_file,
             "REDIS_CERT_FILE": self.cert_file,
             "REDIS_KEY_FILE": self.key_file,
+            "REDIS_CLUSTER": "1" if self.cluster else None,
         }
         return {f"NEARDUP_{k}": v or "" for k, v in values.items()}
 
@@ -203,13 +223,13 @@ def refusals(settings: RedisSettings) -> Iterator[None]:
         raise problem from None
 
 
-def check(client: redis.Redis, settings: RedisSettings) -> None:
+def check(client: redis.Redis | RedisCluster, settings: RedisSettings) -> None:
     """Start-up: one PING. Refused credentials or an untrusted certificate raise
     ConfigError (fix and rerun); a server that does not answer, BackendUnavailable."""
     with refusals(settings):
         try:
             client.ping()
-        except (redis.ConnectionError, redis.TimeoutError) as exc:
+        except (redis.ConnectionError, redis.TimeoutError, redis.exceptions.ClusterError) as exc:
             if refusal(exc, settings) is not None:
                 raise
             raise BackendUnavailable(f"Redis at {settings.where()}: {exc}") from exc

@@ -14,7 +14,8 @@ over its primaries. On a single server the keys are the same.
     logbase           string
     pending           zset    committed ranges "first:last:time" not yet applied to the
                               shards, scored by first
-    epochs            zset    seq at a commit time (retention: what is older than the horizon)
+    epochs            zset    member seq, score the time of the commit that numbered it: one
+                              per window of `granularity` seconds, the window's last commit
     id:{N>>7}         hash    N & 127 -> id of document number N
     dec:{ID}          string  the decision JSON; "N SPACE DIGESTHASH\\n" before it when the
                               document is indexed (what `delete` and `export` need)
@@ -150,25 +151,16 @@ if seq >= first then
   member = first .. ':' .. seq .. ':' .. now
   redis.call('ZADD', C .. 'pending', first, member)
 end
-if keep > 0 then
-  -- every document numbered up to seq was committed by now
+if keep > 0 and seq >= first then
+  -- Every document numbered up to seq was committed by now. A window keeps only its last
+  -- mark, so a document ages out at most one window late, never early.
   local last = redis.call('ZRANGE', C .. 'epochs', -1, -1, 'WITHSCORES')
-  if not last[1] or now - tonumber(last[2]) >= granularity then
-    redis.call('ZADD', C .. 'epochs', 'NX', now, seq)
+  if last[1] and math.floor(tonumber(last[2]) / granularity) == math.floor(now / granularity) then
+    redis.call('ZREM', C .. 'epochs', last[1])
   end
+  redis.call('ZADD', C .. 'epochs', now, seq)
 end
 return {'ok', out, member}
-"""
-
-# The same mark when no commit comes: an idle index ages too.
-_EPOCH = r"""
-local C, granularity = ARGV[1], tonumber(ARGV[2])
-local now = tonumber(redis.call('TIME')[1])
-local last = redis.call('ZRANGE', C .. 'epochs', -1, -1, 'WITHSCORES')
-if not last[1] or now - tonumber(last[2]) >= granularity then
-  redis.call('ZADD', C .. 'epochs', 'NX', now, tonumber(redis.call('GET', KEYS[1]) or '0'))
-end
-return 0
 """
 
 _APPLIED = r"""
@@ -289,6 +281,50 @@ def _parse_decision(value: bytes) -> tuple[Decision, Stored | None]:
     return decision, Stored(int(num), space, bytes.fromhex(dh), decision)
 
 
+class Batch:
+    """The commands of one round trip, each on the keys of one hash tag (`add` names the
+    key that routes it). One server: one pipeline. A cluster: one pipeline per node, each
+    command sent to the node that serves its key's slot; redis-py's own cluster pipeline
+    refuses the MGET and EVAL that the index needs."""
+
+    def __init__(self, client: redis.Redis | RedisCluster) -> None:
+        self.client = client
+        self.commands: list[tuple[str | bytes, tuple[Any, ...]]] = []
+
+    def add(self, key: str | bytes, *command: Any) -> None:
+        self.commands.append((key, command))
+
+    def execute(self) -> list[Any]:
+        if not isinstance(self.client, RedisCluster):
+            pipe: Any = self.client.pipeline(transaction=False)
+            for _, command in self.commands:
+                pipe.execute_command(*command)
+            return list(pipe.execute())
+        client: Any = self.client  # redis-py's cluster helpers are untyped
+        by_node: dict[str, tuple[Any, list[int]]] = {}
+        for at, (key, _) in enumerate(self.commands):
+            node = client.get_node_from_key(key)
+            by_node.setdefault(node.name, (node, []))[1].append(at)
+        out: list[Any] = [None] * len(self.commands)
+        try:
+            for node, positions in by_node.values():
+                pipe = client.get_redis_connection(node).pipeline(transaction=False)
+                for at in positions:
+                    pipe.execute_command(*self.commands[at][1])
+                for at, reply in zip(positions, pipe.execute(), strict=True):
+                    out[at] = reply
+        except (
+            redis.exceptions.MovedError,
+            redis.exceptions.AskError,
+            redis.ConnectionError,
+        ) as exc:
+            # Slots moved (resharding, failover): learn the new map, and let the caller
+            # retry the round trip.
+            client.nodes_manager.initialize()
+            raise BackendUnavailable(f"Redis Cluster: slots moved ({exc})") from exc
+        return out
+
+
 class RedisIndex:
     def __init__(
         self,
@@ -311,7 +347,8 @@ class RedisIndex:
         self.namespace = namespace
         self.prefix = f"nd:{{{namespace}}}:"
         self.retention = retention
-        # A little past the horizon: the cutoff moves in steps of `granularity`.
+        # Commit times are kept per window of `granularity` seconds: a document ages out
+        # between `retention` and `retention + granularity` seconds after its commit.
         self.granularity = max(1, retention // 100)
         keep = retention + self.granularity if retention else 0
         self.text_ttl = text_ttl or keep
@@ -337,10 +374,8 @@ class RedisIndex:
     def _text_key(self, doc_id: str) -> str:
         return f"{self._shard_prefix(_shard(doc_id))}tx:{doc_id}"
 
-    def _pipeline(self) -> Any:
-        if isinstance(self.client, RedisCluster):
-            return self.client.pipeline()  # type: ignore[no-untyped-call]
-        return self.client.pipeline(transaction=False)
+    def _batch(self) -> Batch:
+        return Batch(self.client)
 
     def _call(self, fn: Any, *args: Any) -> Any:
         """One round trip: timed, and its failures sorted into the error tree."""
@@ -375,7 +410,7 @@ class RedisIndex:
             "scheme": self.scheme.name,
             "retention": str(self.retention),
         }
-        have = {k.decode(): v.decode() for k, v in self._call(self.client.hgetall, meta).items()}
+        have = self.meta()
         if have and "layout" not in have:
             raise ConfigError(
                 f"index {self.namespace!r} was written in an older key layout; "
@@ -384,9 +419,7 @@ class RedisIndex:
         if not have:
             for field, value in want.items():
                 self._call(self.client.hsetnx, meta, field, value)
-            have = {
-                k.decode(): v.decode() for k, v in self._call(self.client.hgetall, meta).items()
-            }
+            have = self.meta()
         what = {
             "layout": "key layout",
             "version": "fingerprints of",
@@ -398,6 +431,36 @@ class RedisIndex:
                 raise ConfigError(
                     f"index {self.namespace!r} uses {what[field]} {have.get(field)}, not {value}"
                 )
+
+    def meta(self) -> dict[str, str]:
+        """What the index was made with (layout, version, scheme, retention); empty for
+        an index nobody has written."""
+        got = self._call(self.client.hgetall, self.prefix + "meta")
+        return {k.decode(): v.decode() for k, v in got.items()}
+
+    @classmethod
+    def open(cls, client: redis.Redis | RedisCluster, namespace: str, **options: Any) -> RedisIndex:
+        """An existing index with the block scheme and retention it was made with, for the
+        commands that maintain it (export, delete, sweep)."""
+        probe = cls(client, BlockScheme.parse("k3-b4"), namespace)
+        meta = probe.meta()
+        if not meta:
+            raise ConfigError(
+                f"there is no index {namespace!r} on this Redis (no {probe.prefix}meta)"
+            )
+        if meta.get("layout") != LAYOUT:
+            raise ConfigError(
+                f"index {namespace!r} is in key layout {meta.get('layout', '1')}, not {LAYOUT}"
+            )
+        index = cls(
+            client,
+            BlockScheme.parse(meta["scheme"]),
+            namespace,
+            retention=int(meta["retention"]),
+            **options,
+        )
+        index.bind(meta["version"])
+        return index
 
     # ------------------------------------------------------------------ lookup
 
@@ -423,12 +486,13 @@ class RedisIndex:
                 by_shard.setdefault(name[: name.index("}") + 1], []).append(name)
         shards = [list(dict.fromkeys(keys)) for keys in by_shard.values()]
         dhs = [digest_hash(q.digest) for q in queries]
-        pipe = self._pipeline()
+        batch = self._batch()
         for keys in shards:
-            pipe.mget(keys)
+            batch.add(keys[0], "MGET", *keys)
         for dh in dhs:
-            pipe.hget(self._digest_key(dh), dh[2:])
-        replies = self._call(pipe.execute)
+            key = self._digest_key(dh)
+            batch.add(key, "HGET", key, dh[2:])
+        replies = self._call(batch.execute)
         value = {
             k: v
             for keys, got in zip(shards, replies, strict=False)
@@ -483,11 +547,12 @@ class RedisIndex:
             groups.setdefault(n // IDS_PER_HASH, []).append(n)
         if not groups:
             return {}
-        pipe = self._pipeline()
+        batch = self._batch()
         for j, nums in groups.items():
-            pipe.hmget(f"{self.prefix}id:{j}", [n % IDS_PER_HASH for n in nums])
+            key = f"{self.prefix}id:{j}"
+            batch.add(key, "HMGET", key, *(n % IDS_PER_HASH for n in nums))
         out = {}
-        for nums, got in zip(groups.values(), self._call(pipe.execute), strict=True):
+        for nums, got in zip(groups.values(), self._call(batch.execute), strict=True):
             out.update({n: r.decode() for n, r in zip(nums, got, strict=True) if r is not None})
         return out
 
@@ -497,11 +562,12 @@ class RedisIndex:
         by_shard: dict[int, list[str]] = {}
         for i in dict.fromkeys(ids):
             by_shard.setdefault(_shard(i), []).append(i)
-        pipe = self._pipeline()
+        batch = self._batch()
         for group in by_shard.values():
-            pipe.mget([self._text_key(i) for i in group])
+            keys = [self._text_key(i) for i in group]
+            batch.add(keys[0], "MGET", *keys)
         out = {}
-        for group, got in zip(by_shard.values(), self._call(pipe.execute), strict=True):
+        for group, got in zip(by_shard.values(), self._call(batch.execute), strict=True):
             out.update({i: unpack_text(r) for i, r in zip(group, got, strict=True) if r})
         return out
 
@@ -597,18 +663,20 @@ class RedisIndex:
         at = [i for i, e in enumerate(indexing) if e is not None]
         if not at:
             return set()
-        pipe = self._pipeline()
+        batch = self._batch()
+        expiry = ("EX", self.text_ttl) if self.text_ttl else ()
         for i in at:
-            e = indexing[i]
-            pipe.set(self._text_key(e.id), pack_text(e.text), nx=True, ex=self.text_ttl or None)
-        return {i for i, ok in zip(at, self._call(pipe.execute), strict=True) if ok}
+            key = self._text_key(indexing[i].id)
+            batch.add(key, "SET", key, pack_text(indexing[i].text), "NX", *expiry)
+        return {i for i, ok in zip(at, self._call(batch.execute), strict=True) if ok}
 
     def _drop_texts(self, ids: Sequence[str]) -> None:
         if ids:
-            pipe = self._pipeline()
+            batch = self._batch()
             for i in ids:
-                pipe.delete(self._text_key(i))
-            self._call(pipe.execute)
+                key = self._text_key(i)
+                batch.add(key, "DEL", key)
+            self._call(batch.execute)
 
     def _apply(self, docs: Sequence[tuple[int, int, str, bytes]], member: str) -> None:
         """Step 4: the committed documents into the shards, then off the pending set."""
@@ -633,9 +701,11 @@ class RedisIndex:
         # again: rewrites stay rare, and a lookup reads at most 1.5 x max_bucket entries.
         limit = self.max_bucket * ENTRY.itemsize * 3 // 2
         keep = self.max_bucket * ENTRY.itemsize
-        pipe = self._pipeline()
+        batch = self._batch()
         for buckets, values, digests, fields in shards.values():
-            pipe.eval(
+            batch.add(
+                buckets[0] if buckets else digests[0],
+                "EVAL",
                 _APPLY_SHARD,
                 len(buckets) + len(digests),
                 *buckets,
@@ -646,7 +716,7 @@ class RedisIndex:
                 *values,
                 *fields,
             )
-        self._call(pipe.execute)
+        self._call(batch.execute)
         self._eval(_APPLIED, member, LOG_KEEP)
 
     def _repair(self, member: str) -> None:
@@ -677,18 +747,21 @@ class RedisIndex:
             return []
         replies = self._eval(_DELETE, *ids)
         gone = [(i, r) for i, r in zip(ids, replies, strict=True) if r]
-        pipe = self._pipeline()
+        batch = self._batch()
         for doc_id, value in gone:
-            pipe.delete(self._text_key(doc_id))
+            text = self._text_key(doc_id)
+            batch.add(text, "DEL", text)
             stored = _parse_decision(value)[1]
             if stored is None:
                 continue
             fp = stored.decision.fingerprint
             for t, key in enumerate(self.scheme.keys([fp])[0]):
-                pipe.eval(_FILTER_BUCKET, 1, self._bucket(stored.space, t, key), -1, stored.num)
+                bucket = self._bucket(stored.space, t, key)
+                batch.add(bucket, "EVAL", _FILTER_BUCKET, 1, bucket, -1, stored.num)
             dh = stored.digest_hash
-            pipe.eval(_FILTER_DIGESTS, 1, self._digest_key(dh), -1, dh[2:], stored.num)
-        self._call(pipe.execute)
+            digests = self._digest_key(dh)
+            batch.add(digests, "EVAL", _FILTER_DIGESTS, 1, digests, -1, dh[2:], stored.num)
+        self._call(batch.execute)
         return [i for i, _ in gone]
 
     def sweep(self, max_keys: int | None = None) -> int:
@@ -697,7 +770,6 @@ class RedisIndex:
         removes them. Returns the number of bucket entries and digests removed."""
         if not self.retention:
             return 0
-        self._eval(_EPOCH, self.granularity)
         snap = self._snapshot()
         cutoff = snap.cutoff
         if not cutoff:
@@ -714,13 +786,13 @@ class RedisIndex:
         else:
             self._sweeper = None  # a full round: the next sweep starts again
         for at in range(0, len(keys), 500):
-            pipe = self._pipeline()
+            batch = self._batch()
             for key in keys[at : at + 500]:
                 if b"}:b:" in key:
-                    pipe.eval(_FILTER_BUCKET, 1, key, cutoff, 0)
+                    batch.add(key, "EVAL", _FILTER_BUCKET, 1, key, cutoff, 0)
                 elif b"}:dg:" in key:
-                    pipe.eval(_FILTER_DIGESTS, 1, key, cutoff, "", 0)
-            removed += sum(int(r) for r in self._call(pipe.execute))
+                    batch.add(key, "EVAL", _FILTER_DIGESTS, 1, key, cutoff, "", 0)
+            removed += sum(int(r) for r in self._call(batch.execute))
         return removed
 
     def _sweep_coordinator(self, cutoff: int) -> None:
@@ -729,16 +801,16 @@ class RedisIndex:
         swept = int(self._call(self.client.hget, meta, "swept") or 0)
         if cutoff <= swept:
             return
-        pipe = self._pipeline()
+        batch = self._batch()  # every key here is the coordinator's
         for j in range(swept // IDS_PER_HASH, cutoff // IDS_PER_HASH):
-            pipe.delete(f"{self.prefix}id:{j}")
+            batch.add(meta, "DEL", f"{self.prefix}id:{j}")
         last = cutoff // IDS_PER_HASH
         fields = [n % IDS_PER_HASH for n in range(max(swept, last * IDS_PER_HASH), cutoff + 1)]
         if fields:
-            pipe.hdel(f"{self.prefix}id:{last}", *fields)
-        pipe.hset(meta, "swept", cutoff)
-        pipe.zrank(self.prefix + "epochs", cutoff)
-        rank = self._call(pipe.execute)[-1]
+            batch.add(meta, "HDEL", f"{self.prefix}id:{last}", *fields)
+        batch.add(meta, "HSET", meta, "swept", cutoff)
+        batch.add(meta, "ZRANK", self.prefix + "epochs", cutoff)
+        rank = self._call(batch.execute)[-1]
         if rank:  # the epochs before the one that makes the cutoff
             self._call(self.client.zremrangebyrank, self.prefix + "epochs", 0, rank - 1)
 
@@ -820,11 +892,13 @@ class RedisIndex:
         return len(items)
 
     def stats(self) -> dict[str, int]:
-        info = self._call(self.client.info, "memory")
-        if isinstance(self.client, RedisCluster):  # one answer per node
-            used = sum(int(v["used_memory"]) for v in info.values() if isinstance(v, dict))
+        """Documents indexed, and the memory of the server (every primary of a cluster)."""
+        client: Any = self.client
+        if isinstance(client, RedisCluster):  # one answer per primary
+            info = self._call(lambda: client.info("memory", target_nodes=RedisCluster.PRIMARIES))
+            used = sum(int(v["used_memory"]) for v in info.values())
         else:
-            used = int(info["used_memory"])
+            used = int(self._call(client.info, "memory")["used_memory"])
         return {
             "documents": int(self._call(self.client.get, self.prefix + "seq") or 0),
             "used_memory": used,

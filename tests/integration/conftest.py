@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import redis
+from redis.cluster import RedisCluster
 
 # kafka-python 3 loads its protocol schemas with a deprecated importlib call, at import time
 for _message in ("read_text is deprecated", "open_text is deprecated"):
@@ -20,12 +21,14 @@ from kafka.errors import KafkaError  # noqa: E402
 
 from .kit import (  # noqa: E402
     BOOTSTRAP,
+    REDIS_CLUSTER_URL,
     REDIS_URL,
     DecisionReader,
     Names,
     Serve,
     TopicReader,
     admin,
+    cluster_client,
     create_topics,
     delete_groups,
     delete_topics,
@@ -92,6 +95,14 @@ def rclient() -> Iterator[redis.Redis]:
     client.close()
 
 
+@pytest.fixture(params=["server", "cluster"])
+def backend(request: pytest.FixtureRequest) -> Iterator[redis.Redis | RedisCluster]:
+    """The single Redis server, then the Redis Cluster: the index must hold on both."""
+    client = redis_client() if request.param == "server" else cluster_client()
+    yield client
+    client.close()
+
+
 @pytest.fixture
 def names(rclient: redis.Redis) -> Iterator[Names]:
     """Unique names; the output and dead-letter topics exist (one partition each). At the
@@ -108,6 +119,21 @@ def names(rclient: redis.Redis) -> Iterator[Names]:
             drop_index(redis_client(), n.index)
         delete_topics(n.topics())
         delete_groups([n.group])
+
+
+@pytest.fixture(params=["server", "cluster"])
+def index_at(request: pytest.FixtureRequest, names: Names) -> Iterator[dict[str, str]]:
+    """Where serve keeps its index, as environment for `serve(env=...)`: the Redis server,
+    then the Redis Cluster (whose keys of the test's index are deleted at the end)."""
+    if request.param == "server":
+        yield {}
+        return
+    client = cluster_client()
+    try:
+        yield {"NEARDUP_REDIS_URL": REDIS_CLUSTER_URL, "NEARDUP_REDIS_CLUSTER": "1"}
+    finally:
+        drop_index(client, names.index)
+        client.close()
 
 
 @pytest.fixture

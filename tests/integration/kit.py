@@ -24,10 +24,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
 
+import pytest
 import redis
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import KafkaError, TopicAlreadyExistsError, UnknownTopicOrPartitionError
+from redis.cluster import RedisCluster
 
 # Read once, at import: the unit suite's autouse fixture removes every NEARDUP_* variable
 # from os.environ while a test runs.
@@ -47,6 +49,8 @@ STACK_KAFKA_SASL = CALLER_ENV.get("NEARDUP_STACK_KAFKA_SASL", "")  # SASL_PLAINT
 STACK_KAFKA_SASL_SSL = CALLER_ENV.get("NEARDUP_STACK_KAFKA_SASL_SSL", "")
 STACK_KAFKA_USER = CALLER_ENV.get("NEARDUP_STACK_KAFKA_USER", "")
 STACK_KAFKA_PASSWORD = CALLER_ENV.get("NEARDUP_STACK_KAFKA_PASSWORD", "")
+# One node of the stack's Redis Cluster (3 primaries).
+REDIS_CLUSTER_URL = CALLER_ENV.get("NEARDUP_STACK_REDIS_CLUSTER_URL", "")
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data"
@@ -129,7 +133,18 @@ def redis_client() -> redis.Redis:
     return redis.Redis.from_url(REDIS_URL, socket_timeout=10, socket_connect_timeout=5)
 
 
-def index_keys(client: redis.Redis, name: str) -> list[bytes]:
+def cluster_client() -> RedisCluster:
+    """The stack's Redis Cluster; a test that needs it fails (never skips) without it."""
+    if not REDIS_CLUSTER_URL:
+        pytest.fail(
+            "NEARDUP_STACK_REDIS_CLUSTER_URL is unset: `ops/stack.sh up` starts the cluster "
+            "and `ops/stack.sh env` names it",
+            pytrace=False,
+        )
+    return RedisCluster.from_url(REDIS_CLUSTER_URL, socket_timeout=10, socket_connect_timeout=5)
+
+
+def index_keys(client: redis.Redis | RedisCluster, name: str) -> list[bytes]:
     """Every key of index NAME: its coordinator's (`nd:{NAME}:*`) and its shards'."""
     return [
         key
@@ -138,8 +153,8 @@ def index_keys(client: redis.Redis, name: str) -> list[bytes]:
     ]
 
 
-def drop_index(client: redis.Redis, name: str) -> None:
-    """Delete every key of index NAME."""
+def drop_index(client: redis.Redis | RedisCluster, name: str) -> None:
+    """Delete every key of index NAME (a cluster client splits the DEL by slot)."""
     keys = index_keys(client, name)
     for at in range(0, len(keys), 500):
         client.delete(*keys[at : at + 500])

@@ -110,6 +110,7 @@ def make_families(run: str) -> list[list[dict[str, str]]]:
 
 def test_copies_on_different_partitions_at_once_make_one_unique_per_family(
     names: Names,
+    index_at: dict[str, str],
     serve: Callable[..., Serve],
     decisions: DecisionReader,
 ) -> None:
@@ -119,7 +120,7 @@ def test_copies_on_different_partitions_at_once_make_one_unique_per_family(
     assert 4 * FAMILIES <= len(records) <= 6 * FAMILIES
 
     create_topics({names.input: PARTITIONS})
-    servers = [serve() for _ in range(CONSUMERS)]
+    servers = [serve(env=index_at) for _ in range(CONSUMERS)]
     wait_for_group(names.group, CONSUMERS)  # every process owns two partitions
 
     # Members of a family go to different partitions (so to different processes too,

@@ -10,7 +10,6 @@ from itertools import pairwise
 from typing import Any
 
 import pytest
-import redis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -25,7 +24,7 @@ from detector.index.redis import RedisIndex
 from detector.pipeline import Detector, prepare
 from detector.records import Decision
 
-from .kit import SAMPLE, drop_index, index_keys, unique, verdict
+from .kit import SAMPLE, cluster_client, drop_index, index_keys, redis_client, unique, verdict
 
 DEFAULT = EngineSettings().scheme  # what serve and detect use
 SCHEMES = {spec: BlockScheme.parse(spec) for spec in (DEFAULT, "manku-4", "k7-b4-m1")}
@@ -34,16 +33,20 @@ MakeIndex = Callable[..., Index]
 Near = tuple[int, str, int]  # distance, id, fingerprint
 
 
-@pytest.fixture(params=["memory", "redis"])
+@pytest.fixture(params=["memory", "redis", "cluster"])
 def make_index(
-    request: pytest.FixtureRequest, rclient: redis.Redis, monkeypatch: pytest.MonkeyPatch
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[MakeIndex]:
-    """A factory of fresh, empty indexes of one kind. The memory index merges its unsorted
-    tail into the block tables every 3 fingerprints here (4,096 by default), so that the
-    small examples reach its tables. Every Redis index made is deleted at the end."""
+    """A factory of fresh, empty indexes of one kind: in memory, on the Redis server, on
+    the Redis Cluster. The memory index merges its unsorted tail into the block tables
+    every 3 fingerprints here (4,096 by default), so that the small examples reach its
+    tables. Every Redis index made is deleted at the end."""
     made: list[str] = []
+    rclient: Any = None
     if request.param == "memory":
         monkeypatch.setattr(memory_module, "TAIL", 3)
+    else:
+        rclient = redis_client() if request.param == "redis" else cluster_client()
 
     def make(
         scheme: BlockScheme = SCHEMES[DEFAULT], name: str | None = None, max_bucket: int = 1024
@@ -58,6 +61,8 @@ def make_index(
     for name in made:
         drop_index(rclient, name)
         assert not index_keys(rclient, name)
+    if rclient is not None:
+        rclient.close()
 
 
 def entry(
@@ -292,19 +297,19 @@ def test_bind_refuses_another_fingerprint_version(make_index: MakeIndex) -> None
         index.bind("v2")
 
 
-def test_redis_bind_is_shared_by_every_process_of_an_index(rclient: redis.Redis) -> None:
+def test_redis_bind_is_shared_by_every_process_of_an_index(backend: Any) -> None:
     name = unique("index")
     try:
-        RedisIndex(rclient, SCHEMES[DEFAULT], name).bind("v1")
-        RedisIndex(rclient, SCHEMES[DEFAULT], name).bind("v1")
+        RedisIndex(backend, SCHEMES[DEFAULT], name).bind("v1")
+        RedisIndex(backend, SCHEMES[DEFAULT], name).bind("v1")
         with pytest.raises(ConfigError):
-            RedisIndex(rclient, SCHEMES[DEFAULT], name).bind("v2")
+            RedisIndex(backend, SCHEMES[DEFAULT], name).bind("v2")
         with pytest.raises(ConfigError):  # another block scheme cannot read the tables
-            RedisIndex(rclient, SCHEMES["manku-4"], name).bind("v1")
+            RedisIndex(backend, SCHEMES["manku-4"], name).bind("v1")
         with pytest.raises(ConfigError):
-            RedisIndex(rclient, SCHEMES[DEFAULT], "bad:{name}")
+            RedisIndex(backend, SCHEMES[DEFAULT], "bad:{name}")
     finally:
-        drop_index(rclient, name)
+        drop_index(backend, name)
 
 
 # ------------------------------------------------------------------------ the detector
@@ -353,17 +358,17 @@ def test_a_detector_over_either_index_decides_the_sample_identically(
 # ---------------------------------------------------------- Redis: concurrent writers
 
 
-def two_writers(rclient: redis.Redis) -> tuple[RedisIndex, RedisIndex, str]:
+def two_writers(backend: Any) -> tuple[RedisIndex, RedisIndex, str]:
     name = unique("index")
-    a = RedisIndex(rclient, SCHEMES[DEFAULT], name)
-    b = RedisIndex(rclient, SCHEMES[DEFAULT], name)
+    a = RedisIndex(backend, SCHEMES[DEFAULT], name)
+    b = RedisIndex(backend, SCHEMES[DEFAULT], name)
     return a, b, name
 
 
 def test_commit_conflicts_with_a_near_document_indexed_since_the_lookup(
-    rclient: redis.Redis,
+    backend: Any,
 ) -> None:
-    a, b, name = two_writers(rclient)
+    a, b, name = two_writers(backend)
     try:
         fp_a = 0x0123456789ABCDEF
         fp_b = fp_a ^ 0b1011  # distance 3, within k
@@ -386,15 +391,15 @@ def test_commit_conflicts_with_a_near_document_indexed_since_the_lookup(
         assert a.commit([dup]).done == 1
         assert a.decisions(["A"])["A"].duplicate_of == "B"
     finally:
-        drop_index(rclient, name)
+        drop_index(backend, name)
 
 
 def test_commit_conflicts_with_an_exact_copy_and_stops_at_the_first_conflict(
-    rclient: redis.Redis,
+    backend: Any,
 ) -> None:
     """A batch commits its prefix up to the first conflicting item; far documents and an
     exact copy's digest are checked too."""
-    a, b, name = two_writers(rclient)
+    a, b, name = two_writers(backend)
     try:
         far, near = 0x1, 0xFFFFFFFF00000000
         copy_fp = 0x5555555555555555
@@ -422,11 +427,11 @@ def test_commit_conflicts_with_an_exact_copy_and_stops_at_the_first_conflict(
         assert set(a.decisions(["A1", "A2", "A3"])) == {"A1", "A2"}
         assert a.lookup([Query("t", copy_fp, "dc")])[0].exact == "B"
     finally:
-        drop_index(rclient, name)
+        drop_index(backend, name)
 
 
-def test_far_documents_of_another_writer_do_not_conflict(rclient: redis.Redis) -> None:
-    a, b, name = two_writers(rclient)
+def test_far_documents_of_another_writer_do_not_conflict(backend: Any) -> None:
+    a, b, name = two_writers(backend)
     try:
         fp_a, fp_b = 0x0F0F0F0F0F0F0F0F, 0xF0F0F0F0F0F0F0F0  # 64 bits apart
         a.lookup([Query("t", fp_a, "da")])
@@ -441,7 +446,7 @@ def test_far_documents_of_another_writer_do_not_conflict(rclient: redis.Redis) -
         assert b.commit([Commit(Decision("X", None, fp_x), entry("X", fp_x, digest="dx"))]).done
         assert a.commit([Commit(Decision("C", None, fp_c), entry("C", fp_c, digest="dc"))]).done
     finally:
-        drop_index(rclient, name)
+        drop_index(backend, name)
 
 
 # ------------------------------------------------------------------ delete, hot buckets
@@ -482,7 +487,7 @@ def test_a_hot_bucket_gives_only_its_newest_entries(make_index: MakeIndex) -> No
     assert newest <= set(got)
     if isinstance(index, RedisIndex):
         assert set(got) == newest
-        sizes = [rclient_strlen(index, scheme, base, t) for t in range(3)]
+        sizes = [backend_strlen(index, scheme, base, t) for t in range(3)]
         assert max(sizes) <= 6 * 12, "a bucket grew past 1.5 x max_bucket entries"
     else:
         assert len(got) <= 4 + memory_module.TAIL
@@ -492,7 +497,7 @@ def test_a_hot_bucket_gives_only_its_newest_entries(make_index: MakeIndex) -> No
     assert [c.id for c in index.lookup([Query("t", far.fingerprint, "x")])[0].candidates] == ["far"]
 
 
-def rclient_strlen(index: RedisIndex, scheme: BlockScheme, fp: int, table: int) -> int:
+def backend_strlen(index: RedisIndex, scheme: BlockScheme, fp: int, table: int) -> int:
     key = index._bucket("t", table, scheme.keys([fp])[0][table])
     return int(index.client.strlen(key))
 
@@ -501,17 +506,17 @@ def rclient_strlen(index: RedisIndex, scheme: BlockScheme, fp: int, table: int) 
 
 
 def test_a_range_left_unapplied_by_a_dead_consumer_stays_visible_and_is_repaired(
-    rclient: redis.Redis, monkeypatch: pytest.MonkeyPatch
+    backend: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    a, b, name = two_writers(rclient)
+    a, b, name = two_writers(backend)
     try:
         fp = 0x0123456789ABCDEF
         a.lookup([Query("t", fp, "da")])
         # A commits, then dies before it writes its documents into the shards
         monkeypatch.setattr(a, "_apply", lambda docs, member: None)
         assert a.commit([Commit(Decision("A", None, fp), entry("A", fp, digest="da"))]).done == 1
-        assert rclient.zcard(f"nd:{{{name}}}:pending") == 1
-        assert all(rclient_strlen(b, b.scheme, fp, t) == 0 for t in range(len(b.scheme.tables)))
+        assert backend.zcard(f"nd:{{{name}}}:pending") == 1
+        assert all(backend_strlen(b, b.scheme, fp, t) == 0 for t in range(len(b.scheme.tables)))
         # B finds it in the log at once, as a candidate and as an exact copy
         found = b.lookup([Query("t", fp ^ 1, "da")])[0]
         assert found.exact == "A" and [c.id for c in found.candidates] == ["A"]
@@ -519,25 +524,25 @@ def test_a_range_left_unapplied_by_a_dead_consumer_stays_visible_and_is_repaired
         monkeypatch.setattr(redis_module, "REPAIR_AFTER", 0.0)
         found = b.lookup([Query("t", fp ^ 1, "da")])[0]
         assert found.exact == "A" and [c.id for c in found.candidates] == ["A"]
-        assert rclient.zcard(f"nd:{{{name}}}:pending") == 0
-        assert all(rclient_strlen(b, b.scheme, fp, t) == 12 for t in range(len(b.scheme.tables)))
+        assert backend.zcard(f"nd:{{{name}}}:pending") == 0
+        assert all(backend_strlen(b, b.scheme, fp, t) == 12 for t in range(len(b.scheme.tables)))
         assert [c.id for c in b.lookup([Query("t", fp, "x")])[0].candidates] == ["A"]
     finally:
-        drop_index(rclient, name)
+        drop_index(backend, name)
 
 
 def test_the_log_is_trimmed_and_a_commit_too_stale_for_it_is_decided_again(
-    rclient: redis.Redis, monkeypatch: pytest.MonkeyPatch
+    backend: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(redis_module, "LOG_KEEP", 3)
-    a, b, name = two_writers(rclient)
+    a, b, name = two_writers(backend)
     try:
         b.lookup([Query("t", 0xABCDEF, "db")])  # B's mark: 0
         docs = [entry(f"a{i:02d}", (i + 1) * 0x0F0F0F0F0F0F0F0F % 2**64) for i in range(20)]
         for at in range(0, 20, 2):
             add(a, docs[at : at + 2])
-        assert int(rclient.get(f"nd:{{{name}}}:logbase") or 0) > 0
-        assert rclient.strlen(f"nd:{{{name}}}:log") <= 32 * 3 * 3
+        assert int(backend.get(f"nd:{{{name}}}:logbase") or 0) > 0
+        assert backend.strlen(f"nd:{{{name}}}:log") <= 32 * 3 * 3
         mine = Commit(Decision("B", None, 0xABCDEF), entry("B", 0xABCDEF, digest="db"))
         assert b.commit([mine]).done == 0  # cannot check what the log no longer holds
         assert b.texts(["B"]) == {}
@@ -547,11 +552,11 @@ def test_the_log_is_trimmed_and_a_commit_too_stale_for_it_is_decided_again(
             got = b.lookup([Query("t", e.fingerprint, "x")])[0]
             assert e.id in [c.id for c in got.candidates]
     finally:
-        drop_index(rclient, name)
+        drop_index(backend, name)
 
 
 def test_an_exported_index_restored_under_another_name_decides_alike(
-    rclient: redis.Redis,
+    backend: Any,
 ) -> None:
     import gzip
 
@@ -559,13 +564,13 @@ def test_an_exported_index_restored_under_another_name_decides_alike(
         raw = [line.rstrip(b"\n") for line in f if line.strip()]
     source, copy = unique("index"), unique("index")
     try:
-        a = RedisIndex(rclient, SCHEMES[DEFAULT], source)
+        a = RedisIndex(backend, SCHEMES[DEFAULT], source)
         decide_in_batches(a, raw[:250])
         exported = list(a.documents())
         assert len(exported) == 250
         indexed = [r for r in exported if "text" in r]
         assert 200 < len(indexed) < 250
-        b = RedisIndex(rclient, SCHEMES[DEFAULT], copy)
+        b = RedisIndex(backend, SCHEMES[DEFAULT], copy)
         b.bind(EngineSettings().engine().version)
         assert b.restore(iter(exported)) == 250
         with pytest.raises(ConfigError):
@@ -580,5 +585,5 @@ def test_an_exported_index_restored_under_another_name_decides_alike(
         assert [verdict(d.to_dict()) for d in later_a] == [verdict(d.to_dict()) for d in later_b]
         assert sum(d.duplicate_of is not None for d in later_b) >= 3
     finally:
-        drop_index(rclient, source)
-        drop_index(rclient, copy)
+        drop_index(backend, source)
+        drop_index(backend, copy)

@@ -97,6 +97,7 @@ def in_stream_order(decided: dict[str, dict[str, Any]], ids: list[str]) -> list[
 
 def test_three_consumers_decide_like_detect_and_again_on_redelivery(
     names: Names,
+    index_at: dict[str, str],
     serve: Callable[..., Serve],
     decisions: DecisionReader,
     tmp_path: Path,
@@ -106,7 +107,7 @@ def test_three_consumers_decide_like_detect_and_again_on_redelivery(
     assert len(ids) == len(set(ids)) == 2000
 
     create_topics({names.input: PARTITIONS})
-    servers = [serve() for _ in range(CONSUMERS)]
+    servers = [serve(env=index_at) for _ in range(CONSUMERS)]
     produce_by_page(records, names.input)
 
     missing = decisions.wait_for(ids, DECIDE_TIMEOUT, idle=2.0)
