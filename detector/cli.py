@@ -19,19 +19,23 @@ from .config import (
     SECURITY_PROTOCOLS,
     EngineSettings,
     env,
+    env_bool,
     env_float,
     env_int,
     load_file,
     read_secret,
     redact_url,
 )
-from .errors import BackendUnavailable, DetectorError
-from .records import DEFAULT_MAX_BYTES
+from .errors import BackendUnavailable, ConfigError, DetectorError
+from .index import DEFAULT_MAX_BUCKET
+from .records import DEFAULT_MAX_BYTES, DEFAULT_MAX_TOKENS
+from .verify import DEFAULT_CACHE_BYTES
 
 if TYPE_CHECKING:
     from .index.connect import RedisSettings
     from .stream.kafka import KafkaSettings
 
+SWEEP_KEYS = 2000  # shard keys a serve process sweeps per second when --retention is set
 VISIBLE = (
     "; on the command line it is visible to other local users (ps): prefer NEARDUP_{} or {}-file"
 )
@@ -113,6 +117,23 @@ def _engine_options(p: argparse.ArgumentParser) -> None:
         DEFAULT_MAX_BYTES,
         help="largest accepted record in bytes (default: %(default)s)",
     )
+    _option(
+        g,
+        "--max-tokens",
+        int,
+        DEFAULT_MAX_TOKENS,
+        help="most tokens in a record's normalized text; more is a too_many_tokens error "
+        "(default: %(default)s)",
+    )
+    _option(
+        g,
+        "--literal-memory",
+        int,
+        DEFAULT_CACHE_BYTES,
+        metavar="BYTES",
+        help="bytes of shingle sets the literal pass keeps in this process; older ones "
+        "are read from the index again when needed (default: %(default)s)",
+    )
 
 
 def _option(
@@ -152,6 +173,13 @@ def _redis_options(p: argparse.ArgumentParser) -> None:
         url=True,
         help="Redis server: redis://, rediss:// (TLS) or unix://; a user and password in "
         "it (redis://USER:PASSWORD@HOST) work too (default: %(default)s)",
+    )
+    g.add_argument(
+        "--redis-cluster",
+        action=argparse.BooleanOptionalAction,
+        default=env_bool("redis_cluster", False),
+        help="--redis-url is one node of a Redis Cluster; the index spreads over its "
+        "primaries (default: %(default)s)",
     )
     _option(g, "--redis-username", str, None, metavar="USER", help="Redis ACL user")
     _option(
@@ -207,6 +235,7 @@ def _redis_settings(args: argparse.Namespace) -> RedisSettings:
         ca_file=args.redis_ca_file or None,
         cert_file=args.redis_cert_file or None,
         key_file=args.redis_key_file or None,
+        cluster=args.redis_cluster,
     )
 
 
@@ -247,6 +276,8 @@ def _settings(a: argparse.Namespace) -> EngineSettings:
         max_candidates=a.max_candidates,
         vector_seed=a.vector_seed,
         max_bytes=a.max_bytes,
+        max_tokens=a.max_tokens,
+        literal_memory=a.literal_memory,
     )
 
 
@@ -403,6 +434,24 @@ def parser() -> argparse.ArgumentParser:
     )
     _option(
         s,
+        "--retention",
+        int,
+        0,
+        metavar="SECONDS",
+        help="age out documents indexed longer ago than this: they stop being candidates "
+        "at once and their memory is swept back in the background; 0 keeps every document. "
+        "Fixed when the index is made (default: %(default)s)",
+    )
+    _option(
+        s,
+        "--max-bucket",
+        int,
+        DEFAULT_MAX_BUCKET,
+        help="newest entries a block-table bucket keeps and a lookup reads from it: a flood "
+        "of variants into one bucket cannot slow every lookup (default: %(default)s)",
+    )
+    _option(
+        s,
         "--metrics-port",
         int,
         9464,
@@ -491,6 +540,47 @@ def parser() -> argparse.ArgumentParser:
         help="stop after this long without a record (default: never)",
     )
     _kafka_options(t)
+
+    i = sub.add_parser(
+        "index",
+        help="maintain a Redis index: stats, export, import, delete, sweep",
+        description="Maintain the Redis index that `neardup serve` writes. Export writes "
+        "every decision and every indexed document (with its text) as JSONL, a header line "
+        "first; import writes such a file into a new index (on the same or another Redis, "
+        "or a Redis Cluster), numbering the documents again in their order.",
+    )
+    actions = i.add_subparsers(dest="action", required=True, metavar="ACTION")
+    shown = [actions.add_parser("stats", help="documents and memory of the index, as JSON")]
+    ex = actions.add_parser("export", help="write the index as JSONL (a backup, or to move it)")
+    ex.add_argument("-o", "--output", help="file to write (.gz to compress); default stdout")
+    im = actions.add_parser("import", help="read an export into a new, empty index")
+    im.add_argument("input", help="an export file (JSONL or .gz); - for stdin")
+    de = actions.add_parser(
+        "delete", help="forget documents by id: no longer candidates, memory given back"
+    )
+    de.add_argument("ids", nargs="*", help="ids to delete")
+    de.add_argument("--ids-file", help="a file of ids to delete, one a line")
+    sw = actions.add_parser(
+        "sweep", help="give back now the memory of documents past the retention horizon"
+    )
+    for a in (*shown, ex, im, de, sw):
+        _option(
+            a,
+            "--index",
+            str,
+            "default",
+            help="index name, the Redis key namespace (default: %(default)s); "
+            "import takes it from the file unless given",
+        )
+        _redis_options(a)
+    im.set_defaults(index=env("index"))  # None: the name in the file
+    for a in (ex, im):
+        a.add_argument(
+            "--progress",
+            action=argparse.BooleanOptionalAction,
+            default=None,
+            help="progress bar on stderr (default: when stderr is a terminal)",
+        )
     return p
 
 
@@ -628,6 +718,7 @@ def _detect(args: argparse.Namespace) -> int:
             progress,
             args.workers,
             start_method="fork",
+            max_tokens=settings.max_tokens,
         )
     finally:
         if progress is not None:
@@ -705,17 +796,26 @@ def _serve(args: argparse.Namespace) -> int:
     scheme = settings.block_scheme()
     redis_at = _redis_settings(args)
     kafka = _kafka_settings(args, f"neardup-{socket.gethostname()}-{os.getpid()}")
-    client = redis_at.client()
-    index = RedisIndex(client, scheme, args.index, args.text_ttl, args.decision_ttl)
-    detector = Detector(
-        settings.engine(), index, scheme, settings.literal(), settings.max_candidates, bind=False
-    )
     health = Health()
     if args.metrics_port:
         serve_http(args.metrics_host, args.metrics_port, health)
     # A refused password or an untrusted certificate is a ConfigError: it ends serve
-    # (status 2) here instead of being waited out like a server that is away.
+    # (status 2) here instead of being waited out like a server that is away. (A cluster
+    # client asks a node for the slot map as it is made, so it is made here too.)
+    client = wait_for("redis", redis_at.client)
     wait_for("redis", lambda: check_redis(client, redis_at))
+    index = RedisIndex(
+        client,
+        scheme,
+        args.index,
+        args.text_ttl,
+        args.decision_ttl,
+        retention=args.retention,
+        max_bucket=args.max_bucket,
+    )
+    detector = Detector(
+        settings.engine(), index, scheme, settings.literal(), settings.max_candidates, bind=False
+    )
     with refusals(redis_at):  # e.g. an ACL that lacks a key or a command
         wait_for("redis", lambda: index.bind(detector.engine.version))
     wait_for("kafka", lambda: check_kafka(kafka))
@@ -726,19 +826,23 @@ def _serve(args: argparse.Namespace) -> int:
     )
     sink = wait_for("kafka", lambda: KafkaSink(kafka, args.output_topic, args.dead_letter_topic))
     logging.getLogger("neardup.serve").info(
-        "serving %s -> %s (group %s, index %s, %s; Redis at %s as %s, Kafka at %s over %s)",
+        "serving %s -> %s (group %s, index %s, %s; Redis%s at %s as %s, Kafka at %s over %s)",
         args.input_topic,
         args.output_topic,
         args.group,
         args.index,
         scheme.describe(),
+        " Cluster" if redis_at.cluster else "",
         redis_at.where(),
         redis_at.who(),
         kafka.bootstrap_servers,
         kafka.security_protocol,
     )
+    service = Service(detector, source, sink, settings.max_bytes, health, settings.max_tokens)
+    if args.retention:  # a slice of the index's keys a second: memory comes back steadily
+        service.upkeep = lambda: index.sweep(max_keys=SWEEP_KEYS)
     with refusals(redis_at):
-        Service(detector, source, sink, settings.max_bytes, health).run()
+        service.run()
     return 0
 
 
@@ -792,12 +896,119 @@ def _bench(args: argparse.Namespace) -> int:
     return main(args)
 
 
+def _index(args: argparse.Namespace) -> int:
+    """The maintenance commands; each opens the index with the settings it was made with."""
+    from .index.connect import check, refusals
+    from .index.redis import RedisIndex
+
+    redis_at = _redis_settings(args)
+    with refusals(redis_at):
+        client = redis_at.client()
+        check(client, redis_at)
+        if args.action == "import":
+            return _index_import(args, client)
+        index = RedisIndex.open(client, args.index)
+        if args.action == "stats":
+            print(json.dumps({"index": args.index, **index.meta(), **index.stats()}))
+        elif args.action == "export":
+            _index_export(args, index)
+        elif args.action == "delete":
+            ids = list(args.ids)
+            if args.ids_file:
+                with open(args.ids_file, encoding="utf-8") as f:
+                    ids += [line.strip() for line in f if line.strip()]
+            if not ids:
+                raise ConfigError("index delete: give ids, or --ids-file")
+            gone = index.delete(ids)
+            print(f"neardup: deleted {len(gone)} of {len(set(ids))} ids", file=sys.stderr)
+        else:
+            removed = index.sweep()
+            print(f"neardup: swept {removed} expired entries", file=sys.stderr)
+    return 0
+
+
+EXPORT_FORMAT = 1
+
+
+def _index_export(args: argparse.Namespace, index: Any) -> None:
+    from .stream.files import open_output
+
+    out = open_output(args.output, sys.stdout)
+    progress = _progress(args, "records", None)
+    count = 0
+    try:
+        header = {"neardup_index_export": EXPORT_FORMAT, "name": args.index, **index.meta()}
+        out.write(json.dumps(header) + "\n")
+        for record in index.documents():
+            out.write(json.dumps(record, ensure_ascii=False) + "\n")
+            count += 1
+            if progress is not None:
+                progress.update()
+    finally:
+        if progress is not None:
+            progress.close()
+        if out is not sys.stdout:
+            out.close()
+    print(f"neardup: exported {count} records of index {args.index!r}", file=sys.stderr)
+
+
+def _index_import(args: argparse.Namespace, client: Any) -> int:
+    from .blocks import BlockScheme
+    from .index.redis import RedisIndex
+    from .stream.files import input_label, open_input, read_lines
+
+    stream = open_input(args.input)
+    lines = read_lines(stream, input_label(args.input))
+    try:
+        first = next(lines, None)
+        header = json.loads(first[0]) if first else {}
+        if not isinstance(header, dict) or header.get("neardup_index_export") != EXPORT_FORMAT:
+            raise ConfigError(f"{args.input}: not an export of `neardup index export`")
+        name = args.index or header["name"]
+        index = RedisIndex(
+            client,
+            BlockScheme.parse(header["scheme"]),
+            name,
+            retention=int(header["retention"]),
+        )
+        index.bind(header["version"])
+        progress = _progress(args, "records", None)
+
+        def records() -> Iterator[dict[str, Any]]:
+            for raw, where in lines:
+                try:
+                    yield json.loads(raw)
+                except ValueError:
+                    raise ConfigError(f"{args.input}: line {where['line']} is not JSON") from None
+                if progress is not None:
+                    progress.update()
+
+        try:
+            count = index.restore(records())
+        finally:
+            if progress is not None:
+                progress.close()
+    finally:
+        stream.close()
+    print(f"neardup: imported {count} records into index {name!r}", file=sys.stderr)
+    return 0
+
+
+def _progress(args: argparse.Namespace, unit: str, total: int | None) -> Any:
+    if not (sys.stderr.isatty() if args.progress is None else args.progress):
+        return None
+    from tqdm import tqdm
+
+    return tqdm(unit=f" {unit}", total=total, file=sys.stderr)
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "detect": _detect,
     "fit-idf": _fit_idf,
     "eval": _eval,
     "serve": _serve,
     "produce": _produce,
+    "index": _index,
     "tail": _tail,
     "bench": _bench,
 }

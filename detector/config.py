@@ -16,8 +16,8 @@ from .blocks import BlockScheme
 from .engine import Engine
 from .errors import ConfigError
 from .features import FeatureConfig, Featurizer, IdfTable
-from .records import DEFAULT_MAX_BYTES
-from .verify import LiteralCheck
+from .records import DEFAULT_MAX_BYTES, DEFAULT_MAX_TOKENS
+from .verify import DEFAULT_CACHE_BYTES, LiteralCheck
 
 # Chosen by measurement on the dev stream (README, "Choosing the defaults").
 DEFAULT_SCHEME = "k6-b8"
@@ -60,6 +60,17 @@ def env_int(name: str, default: int) -> int:
         return int(value or default)
     except ValueError:
         raise ConfigError(f"{name} must be a whole number, not {value!r}") from None
+
+
+def env_bool(name: str, default: bool) -> bool:
+    value = (env(name) or "").strip().lower()
+    if not value:
+        return default
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    raise ConfigError(f"{name} must be true or false (1/0, yes/no, on/off), not {value!r}")
 
 
 def env_float(name: str, default: float) -> float:
@@ -192,6 +203,8 @@ class EngineSettings:
     max_candidates: int = 32
     vector_seed: int = 0
     max_bytes: int = DEFAULT_MAX_BYTES
+    max_tokens: int = DEFAULT_MAX_TOKENS
+    literal_memory: int = DEFAULT_CACHE_BYTES
 
     def engine(self) -> Engine:
         weights = IdfTable.load(self.idf) if self.idf else None
@@ -202,4 +215,4 @@ class EngineSettings:
         return BlockScheme.parse(self.scheme)
 
     def literal(self) -> LiteralCheck:
-        return LiteralCheck(self.threshold, self.literal_shingle)
+        return LiteralCheck(self.threshold, self.literal_shingle, cache_bytes=self.literal_memory)

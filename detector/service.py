@@ -35,6 +35,7 @@ from .metrics import (
     Health,
 )
 from .pipeline import Detector, prepare
+from .records import DEFAULT_MAX_TOKENS
 from .stream.kafka import KafkaSink, KafkaSource
 
 log = logging.getLogger("neardup.serve")
@@ -48,8 +49,13 @@ class Service:
     sink: KafkaSink
     max_bytes: int
     health: Health
+    max_tokens: int = DEFAULT_MAX_TOKENS
+    # Upkeep between batches (the retention sweep), at most once per `upkeep_every` s.
+    upkeep: Callable[[], object] | None = None
+    upkeep_every: float = 1.0
     backoff: ExponentialBackoff = field(default_factory=lambda: ExponentialBackoff(0.2, 10.0))
     stopping: bool = False
+    _upkept: float = 0.0
 
     def stop(self, *_: Any) -> None:
         """SIGTERM/SIGINT: finish the batch in flight, commit it, then leave the group."""
@@ -67,6 +73,9 @@ class Service:
             self.source.close()
 
     def step(self) -> None:
+        if self.upkeep is not None and time.monotonic() - self._upkept >= self.upkeep_every:
+            self._retry("redis", self.upkeep)
+            self._upkept = time.monotonic()
         batch, offsets = self.source.poll()  # 1
         self.health.beat()
         if not batch:
@@ -74,7 +83,7 @@ class Service:
             return
         started = time.perf_counter()
         RECORDS_IN.inc(len(batch))
-        prepared = prepare(self.detector.engine, batch, self.max_bytes)  # 2, 3
+        prepared = prepare(self.detector.engine, batch, self.max_bytes, self.max_tokens)  # 2, 3
         conflicts = self.detector.conflicts
         decisions = self._retry(
             "redis",

@@ -64,20 +64,37 @@ def jaccard(a: np.ndarray, b: np.ndarray) -> float:
     return inter / (len(a) + len(b) - inter)
 
 
-class LiteralCheck:
-    """Similarity of a new text to indexed texts, with a cache of indexed shingle sets."""
+# Bytes of shingle sets the cache may hold. A set costs 8 bytes a shingle, so a hostile
+# feed of 200,000-token records would otherwise make 16,384 entries weigh 26 GB.
+DEFAULT_CACHE_BYTES = 256 * 1024 * 1024
 
-    def __init__(self, threshold: float = 0.8, n: int = 5, cache_size: int = 16384) -> None:
+
+class LiteralCheck:
+    """Similarity of a new text to indexed texts, with a cache of indexed shingle sets,
+    bounded by entries and by bytes (the least recently used go first)."""
+
+    def __init__(
+        self,
+        threshold: float = 0.8,
+        n: int = 5,
+        cache_size: int = 16384,
+        cache_bytes: int = DEFAULT_CACHE_BYTES,
+    ) -> None:
         self.threshold = threshold
         self.n = n
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._cache_size = cache_size
+        self._cache_bytes = cache_bytes
+        self.cached_bytes = 0
 
     def remember(self, doc_id: str, shingles: np.ndarray) -> None:
+        old = self._cache.pop(doc_id, None)
+        if old is not None:
+            self.cached_bytes -= old.nbytes
         self._cache[doc_id] = shingles
-        self._cache.move_to_end(doc_id)
-        while len(self._cache) > self._cache_size:
-            self._cache.popitem(last=False)
+        self.cached_bytes += shingles.nbytes
+        while len(self._cache) > self._cache_size or self.cached_bytes > self._cache_bytes:
+            self.cached_bytes -= self._cache.popitem(last=False)[1].nbytes
 
     def cached_ids(self, ids: set[str]) -> set[str]:
         return {i for i in ids if i in self._cache}
