@@ -31,6 +31,11 @@ from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import KafkaError, TopicAlreadyExistsError, UnknownTopicOrPartitionError
 from redis.cluster import RedisCluster
 
+from detector.config import EngineSettings
+from detector.index import Index
+from detector.pipeline import Detector, prepare
+from detector.records import Decision
+
 # Read once, at import: the unit suite's autouse fixture removes every NEARDUP_* variable
 # from os.environ while a test runs.
 CALLER_ENV = {k: v for k, v in os.environ.items() if k.startswith("NEARDUP_")}
@@ -592,3 +597,21 @@ def logs(servers: Iterable[Serve]) -> str:
         for s in servers
         if s.proc is not None
     )
+
+
+def decide_in_batches(index: Index, raw: list[bytes], size: int = 64) -> list[Decision]:
+    """Decide raw records against an index as serve does, a batch at a time."""
+    settings_ = EngineSettings()
+    detector = Detector(
+        settings_.engine(),
+        index,
+        settings_.block_scheme(),
+        settings_.literal(),
+        settings_.max_candidates,
+    )
+    out: list[Decision] = []
+    for at in range(0, len(raw), size):
+        batch = prepare(detector.engine, [(r, {}) for r in raw[at : at + size]], 10**7)
+        assert not batch.errors
+        out += detector.process(batch.docs, batch.prints)
+    return out

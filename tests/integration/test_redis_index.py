@@ -21,10 +21,18 @@ from detector.index import memory as memory_module
 from detector.index import redis as redis_module
 from detector.index.memory import MemoryIndex
 from detector.index.redis import RedisIndex
-from detector.pipeline import Detector, prepare
 from detector.records import Decision
 
-from .kit import SAMPLE, cluster_client, drop_index, index_keys, redis_client, unique, verdict
+from .kit import (
+    SAMPLE,
+    cluster_client,
+    decide_in_batches,
+    drop_index,
+    index_keys,
+    redis_client,
+    unique,
+    verdict,
+)
 
 DEFAULT = EngineSettings().scheme  # what serve and detect use
 SCHEMES = {spec: BlockScheme.parse(spec) for spec in (DEFAULT, "manku-4", "k7-b4-m1")}
@@ -313,23 +321,6 @@ def test_redis_bind_is_shared_by_every_process_of_an_index(backend: Any) -> None
 
 
 # ------------------------------------------------------------------------ the detector
-
-
-def decide_in_batches(index: Index, raw: list[bytes], size: int = 64) -> list[Decision]:
-    settings_ = EngineSettings()
-    detector = Detector(
-        settings_.engine(),
-        index,
-        settings_.block_scheme(),
-        settings_.literal(),
-        settings_.max_candidates,
-    )
-    out: list[Decision] = []
-    for at in range(0, len(raw), size):
-        batch = prepare(detector.engine, [(r, {}) for r in raw[at : at + size]], 10**7)
-        assert not batch.errors
-        out += detector.process(batch.docs, batch.prints)
-    return out
 
 
 def test_a_detector_over_either_index_decides_the_sample_identically(
