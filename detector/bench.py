@@ -28,7 +28,7 @@ import redis
 from kafka import KafkaConsumer, KafkaProducer
 
 from .blocks import BlockScheme
-from .index.redis import IDS_PER_HASH
+from .index.redis import IDS_PER_HASH, Batch, RedisIndex
 from .stream.files import input_label, open_input, read_lines
 from .stream.kafka import ensure_topics
 
@@ -91,9 +91,7 @@ class Run:
             p.terminate()
         for p in self.procs:
             p.wait(timeout=60)
-        client = self.args.redis.client()
-        for key in client.scan_iter(f"nd:{{{self.index}}}:*", count=10_000):
-            client.unlink(key)
+        RedisIndex(self.args.redis.client(), BlockScheme.parse(self.args.scheme), self.index).drop()
 
     def decisions(self, expected: int, timeout: float) -> Iterator[tuple[dict[str, Any], int]]:
         """Decisions with their Kafka timestamps (ms), until `expected` distinct ids."""
@@ -165,18 +163,18 @@ def latency(args: Any, records: list[tuple[str, bytes]], rate: float) -> dict[st
     }
 
 
-def key_families(client: redis.Redis, index: str) -> dict[str, int]:
-    """Bytes of every key of an index, by the family after the prefix (b, id, dg, tx, dec)."""
-    prefix = f"nd:{{{index}}}:"
+def key_families(index: RedisIndex) -> dict[str, int]:
+    """Bytes of every key of an index (on every node of a cluster), by the family after
+    the hash tag: b, dg, tx (shards); id, dec, log, ... (coordinator)."""
     sizes: dict[str, int] = {}
-    keys = list(client.scan_iter(prefix + "*", count=10_000))
+    keys = list(index.keys())
     for at in range(0, len(keys), 5000):
         chunk = keys[at : at + 5000]
-        pipe = client.pipeline(transaction=False)
+        batch = Batch(index.client)
         for key in chunk:
-            pipe.memory_usage(key, samples=0)
-        for key, size in zip(chunk, pipe.execute(), strict=True):
-            family = key.decode()[len(prefix) :].split(":")[0]
+            batch.add(key, "MEMORY", "USAGE", key, "SAMPLES", "0")
+        for key, size in zip(chunk, batch.execute(), strict=True):
+            family = key.decode().split("}:", 1)[1].split(":")[0]
             sizes[family] = sizes.get(family, 0) + int(size or 0)
     return sizes
 
@@ -193,9 +191,8 @@ def corpus_memory(args: Any, records: list[tuple[str, bytes]]) -> dict[str, Any]
     try:
         for _ in run.decisions(len(records), timeout=600):
             pass
-        client = args.redis.client()
-        indexed = int(client.get(f"nd:{{{run.index}}}:seq") or 0)
-        return {"indexed": indexed, "bytes": key_families(client, run.index)}
+        index = RedisIndex(args.redis.client(), BlockScheme.parse(args.scheme), run.index)
+        return {"indexed": index.stats()["documents"], "bytes": key_families(index)}
     finally:
         run.stop()
 
@@ -271,7 +268,9 @@ def main(args: Any) -> int:
         + f"; total {sum(per.values()):,.0f}",
         flush=True,
     )
-    if args.memory_docs:
+    if args.memory_docs and args.redis.cluster:
+        _say("the synthetic memory figure is for one server: skipped on a cluster")
+    elif args.memory_docs:
         _say(f"synthetic index of {args.memory_docs:,} documents")
         syn = synthetic_memory(args, args.memory_docs)
         print(

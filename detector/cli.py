@@ -35,7 +35,9 @@ if TYPE_CHECKING:
     from .index.connect import RedisSettings
     from .stream.kafka import KafkaSettings
 
-SWEEP_KEYS = 2000  # shard keys a serve process sweeps per second when --retention is set
+# With --retention, each serve process sweeps one shard's digests a second: all of them
+# in about a minute, however large the index.
+SWEEP_SHARDS = 1
 VISIBLE = (
     "; on the command line it is visible to other local users (ps): prefer NEARDUP_{} or {}-file"
 )
@@ -840,7 +842,7 @@ def _serve(args: argparse.Namespace) -> int:
     )
     service = Service(detector, source, sink, settings.max_bytes, health, settings.max_tokens)
     if args.retention:  # a slice of the index's keys a second: memory comes back steadily
-        service.upkeep = lambda: index.sweep(max_keys=SWEEP_KEYS)
+        service.upkeep = lambda: index.sweep(shards=SWEEP_SHARDS)
     with refusals(redis_at):
         service.run()
     return 0

@@ -180,15 +180,17 @@ return applied
 """
 
 # One shard's part of a commit: bucket entries (a bucket past `limit` bytes keeps its
-# newest `keep` bytes) and digests.
+# newest `keep` bytes; with retention it expires `ttl` s after its last entry) and digests.
 _APPLY_SHARD = r"""
 local buckets, limit, keep = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local ttl = tonumber(ARGV[4])
 for i = 1, buckets do
-  if redis.call('APPEND', KEYS[i], ARGV[3 + i]) > limit then
+  if redis.call('APPEND', KEYS[i], ARGV[4 + i]) > limit then
     redis.call('SET', KEYS[i], redis.call('GETRANGE', KEYS[i], -keep, -1))
   end
+  if ttl > 0 then redis.call('EXPIRE', KEYS[i], ttl) end
 end
-local at = 4 + buckets
+local at = 5 + buckets
 for i = buckets + 1, #KEYS do
   redis.call('HSETNX', KEYS[i], ARGV[at], ARGV[at + 1])  -- the first copy is the one named
   at = at + 2
@@ -196,31 +198,39 @@ end
 return 0
 """
 
-# Entries numbered at or below a cutoff, or one given number, out of a bucket.
+# A deleted document's entry out of a bucket, by its number.
 _FILTER_BUCKET = r"""
 local v = redis.call('GET', KEYS[1])
 if not v then return 0 end
-local cutoff, gone = tonumber(ARGV[1]), tonumber(ARGV[2])
+local gone = tonumber(ARGV[1])
 local kept = {}
 for pos = 1, #v - 11, 12 do
-  local num = struct.unpack('<I4', v, pos + 8)
-  if num > cutoff and num ~= gone then kept[#kept + 1] = string.sub(v, pos, pos + 11) end
+  if struct.unpack('<I4', v, pos + 8) ~= gone then
+    kept[#kept + 1] = string.sub(v, pos, pos + 11)
+  end
 end
 local out = table.concat(kept)
 if #out == #v then return 0 end
-if #out == 0 then redis.call('DEL', KEYS[1]) else redis.call('SET', KEYS[1], out) end
-return (#v - #out) / 12
+if #out == 0 then redis.call('DEL', KEYS[1]) else redis.call('SET', KEYS[1], out, 'KEEPTTL') end
+return 1
 """
 
-_FILTER_DIGESTS = r"""
-local cutoff, field, gone = tonumber(ARGV[1]), ARGV[2], ARGV[3]
-if field ~= '' then
-  if redis.call('HGET', KEYS[1], field) == gone then return redis.call('HDEL', KEYS[1], field) end
-  return 0
-end
-local all, removed = redis.call('HGETALL', KEYS[1]), 0
-for i = 1, #all, 2 do
-  if tonumber(all[i + 1]) <= cutoff then removed = removed + redis.call('HDEL', KEYS[1], all[i]) end
+# A deleted document's digest, if the digest still names it.
+_FORGET_DIGEST = r"""
+if redis.call('HGET', KEYS[1], ARGV[1]) ~= ARGV[2] then return 0 end
+return redis.call('HDEL', KEYS[1], ARGV[1])
+"""
+
+# The digests numbered at or below a cutoff, out of one shard's digest hashes.
+_SWEEP_DIGESTS = r"""
+local cutoff, removed = tonumber(ARGV[1]), 0
+for k = 1, #KEYS do
+  local all = redis.call('HGETALL', KEYS[k])
+  for i = 1, #all, 2 do
+    if tonumber(all[i + 1]) <= cutoff then
+      removed = removed + redis.call('HDEL', KEYS[k], all[i])
+    end
+  end
 end
 return removed
 """
@@ -357,7 +367,7 @@ class RedisIndex:
         self.max_bucket = max_bucket
         self._mark = 0
         self._cutoff = 0
-        self._sweeper: Iterator[Any] | None = None
+        self._swept_to = 0  # the next shard whose digests the sweep filters
 
     # ------------------------------------------------------------------ plumbing
 
@@ -369,6 +379,7 @@ class RedisIndex:
         return f"{self._shard_prefix(_shard(suffix))}b:{suffix}"
 
     def _digest_key(self, dh: bytes) -> str:
+        """The hash of a digest's field: one of 65,536, by its first two bytes."""
         return f"{self._shard_prefix(dh[0] % SHARDS)}dg:{dh[:2].hex()}"
 
     def _text_key(self, doc_id: str) -> str:
@@ -713,6 +724,7 @@ class RedisIndex:
                 len(buckets),
                 limit,
                 keep,
+                self.keep,
                 *values,
                 *fields,
             )
@@ -757,43 +769,39 @@ class RedisIndex:
             fp = stored.decision.fingerprint
             for t, key in enumerate(self.scheme.keys([fp])[0]):
                 bucket = self._bucket(stored.space, t, key)
-                batch.add(bucket, "EVAL", _FILTER_BUCKET, 1, bucket, -1, stored.num)
+                batch.add(bucket, "EVAL", _FILTER_BUCKET, 1, bucket, stored.num)
             dh = stored.digest_hash
             digests = self._digest_key(dh)
-            batch.add(digests, "EVAL", _FILTER_DIGESTS, 1, digests, -1, dh[2:], stored.num)
+            batch.add(digests, "EVAL", _FORGET_DIGEST, 1, digests, dh[2:], stored.num)
         self._call(batch.execute)
         return [i for i, _ in gone]
 
-    def sweep(self, max_keys: int | None = None) -> int:
-        """Give back the memory of documents past the retention horizon, `max_keys` shard
-        keys at a time (None: all of them). Lookups ignore such documents at once; this
-        removes them. Returns the number of bucket entries and digests removed."""
+    def sweep(self, shards: int | None = None) -> int:
+        """Give back the memory of documents past the retention horizon; lookups ignore
+        them already. Their texts and decisions expire, and so does a bucket once its
+        newest entry is past the horizon (a bucket that keeps getting entries holds at
+        most max_bucket of them). What is left is cut here: the id map, and the digest
+        hashes of `shards` of the SHARDS (None: all), round robin, one script each, so
+        that the work per call is bounded whatever the size of the index. Returns the
+        number of digests removed."""
         if not self.retention:
             return 0
-        snap = self._snapshot()
-        cutoff = snap.cutoff
+        cutoff = self._snapshot().cutoff
         if not cutoff:
             return 0
         self._sweep_coordinator(cutoff)
-        removed = 0
-        if self._sweeper is None:
-            self._sweeper = self.client.scan_iter(match=f"nd:{{{self.namespace}/*", count=1000)
-        keys: list[bytes] = []
-        for key in self._sweeper:
-            keys.append(key)
-            if max_keys is not None and len(keys) >= max_keys:
-                break
-        else:
-            self._sweeper = None  # a full round: the next sweep starts again
-        for at in range(0, len(keys), 500):
-            batch = self._batch()
-            for key in keys[at : at + 500]:
-                if b"}:b:" in key:
-                    batch.add(key, "EVAL", _FILTER_BUCKET, 1, key, cutoff, 0)
-                elif b"}:dg:" in key:
-                    batch.add(key, "EVAL", _FILTER_DIGESTS, 1, key, cutoff, "", 0)
-            removed += sum(int(r) for r in self._call(batch.execute))
-        return removed
+        count = SHARDS if shards is None else min(shards, SHARDS)
+        batch = self._batch()
+        for at in range(self._swept_to, self._swept_to + count):
+            # a shard's digest hashes: those whose first byte is the shard modulo SHARDS
+            keys = [
+                self._digest_key(bytes((high, low)))
+                for high in range(at % SHARDS, 256, SHARDS)
+                for low in range(256)
+            ]
+            batch.add(keys[0], "EVAL", _SWEEP_DIGESTS, len(keys), *keys, cutoff)
+        self._swept_to = (self._swept_to + count) % SHARDS
+        return sum(int(r) for r in self._call(batch.execute))
 
     def _sweep_coordinator(self, cutoff: int) -> None:
         """Id maps of numbers at or below the cutoff, and the epochs before it."""
@@ -890,6 +898,18 @@ class RedisIndex:
                 "the index changed during the import: import into an index nobody writes to"
             )
         return len(items)
+
+    def keys(self) -> Iterator[bytes]:
+        """Every key of the index: the coordinator's, then the shards' (on every node)."""
+        for pattern in (f"{self.prefix}*", f"nd:{{{self.namespace}/*"):
+            yield from self.client.scan_iter(match=pattern, count=10_000)
+
+    def drop(self) -> int:
+        """Delete the whole index; returns the number of keys deleted."""
+        keys = list(self.keys())
+        for at in range(0, len(keys), 1000):  # a cluster client splits the UNLINK by slot
+            self._call(self.client.unlink, *keys[at : at + 1000])
+        return len(keys)
 
     def stats(self) -> dict[str, int]:
         """Documents indexed, and the memory of the server (every primary of a cluster)."""
