@@ -20,7 +20,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -57,7 +57,8 @@ class Run:
         ensure_topics(self.kafka, {self.input: partitions, self.output: 1, f"{self.input}.dlq": 1})
         self.procs: list[subprocess.Popen[bytes]] = []
 
-    def start(self, consumers: int) -> None:
+    def start(self, consumers: int, extra: Sequence[str] = ()) -> None:
+        """Start serve processes; `extra` are more serve options (e.g. --retention)."""
         # Connection settings (passwords too) go to the children in their environment,
         # which no other user can read, rather than on their command lines.
         env = {**os.environ, **self.kafka.env(), **self.args.redis.env()}
@@ -82,6 +83,7 @@ class Run:
             self.args.scheme,
             "--batch-size",
             str(self.args.batch_size),
+            *extra,
         ]
         for _ in range(consumers):
             self.procs.append(subprocess.Popen(cmd, env=env, stderr=subprocess.DEVNULL))
