@@ -456,3 +456,48 @@ def test_help_and_version_as_a_process() -> None:
     assert done.returncode == 0 and done.stdout.startswith(b"neardup ")
     done = run_module([])
     assert done.returncode == 2  # a command is required
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"), [("1", True), ("yes", True), ("off", False), ("False", False)]
+)
+def test_boolean_options_from_the_environment(
+    value: str, expected: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("NEARDUP_REDIS_CLUSTER", value)
+    args = parser().parse_args(["serve"])
+    assert args.redis_cluster is expected
+
+
+def test_a_malformed_boolean_is_a_clean_error(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("NEARDUP_REDIS_CLUSTER", "maybe")
+    assert main(["serve"]) == 2
+    assert "maybe" in capsys.readouterr().err
+
+
+def test_index_actions_take_the_redis_options_and_limits_are_options(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    args = parser().parse_args(["index", "delete", "a", "b", "--index", "x", "--redis-cluster"])
+    assert (args.action, args.ids, args.index, args.redis_cluster) == (
+        "delete",
+        ["a", "b"],
+        "x",
+        True,
+    )
+    args = parser().parse_args(["index", "import", "file.jsonl"])
+    assert args.index is None  # the name in the file
+    serve = parser().parse_args(["serve", "--retention", "86400", "--max-bucket", "64"])
+    assert (serve.retention, serve.max_bucket) == (86400, 64)
+    detect = parser().parse_args(["detect", "--max-tokens", "10", "--literal-memory", "1000"])
+    assert (detect.max_tokens, detect.literal_memory) == (10, 1000)
+
+
+def test_detect_applies_the_token_limit(tmp_path: Path) -> None:
+    records = [{"id": "short", "text": "a b c"}, {"id": "long", "text": "word " * 50}]
+    code, decisions, errors = detect(tmp_path, records, "--max-tokens", "20")
+    assert code == 0
+    assert [d["id"] for d in decisions] == ["short"]
+    assert [e["reason"] for e in errors] == ["too_many_tokens"]

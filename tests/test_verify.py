@@ -169,3 +169,19 @@ def test_literal_check_cache_is_bounded_and_lru() -> None:
     assert check.get("a") is not None and check.get("c") is not None
     assert check.cached_ids({"a", "b", "c"}) == {"a", "c"}
     assert np.array_equal(check.get("a"), shingle_set(keys_of("one two three four five"), 5))
+
+
+def test_literal_check_cache_is_bounded_by_bytes_too() -> None:
+    """A few huge shingle sets cannot make the cache weigh more than its byte budget: the
+    least recently used go first, and the count of bytes stays exact."""
+    big = np.arange(1000, dtype=np.uint64)  # 8,000 bytes
+    check = LiteralCheck(cache_size=100, cache_bytes=20_000)
+    for name in "abc":
+        check.remember(name, big.copy())
+    assert check.cached_ids({"a", "b", "c"}) == {"b", "c"}
+    assert check.cached_bytes == 16_000
+    check.remember("b", big[:10].copy())  # replacing an entry counts its new size
+    assert check.cached_bytes == 8_080
+    check.remember("d", np.arange(5000, dtype=np.uint64))  # 40,000: more than the budget
+    assert check.cached_ids({"a", "b", "c", "d"}) == set()
+    assert check.cached_bytes == 0
