@@ -955,7 +955,6 @@ def _index_export(args: argparse.Namespace, index: Any) -> None:
 
 
 def _index_import(args: argparse.Namespace, client: Any) -> int:
-    from .blocks import BlockScheme
     from .index.redis import RedisIndex
     from .stream.files import input_label, open_input, read_lines
 
@@ -967,13 +966,7 @@ def _index_import(args: argparse.Namespace, client: Any) -> int:
         if not isinstance(header, dict) or header.get("neardup_index_export") != EXPORT_FORMAT:
             raise ConfigError(f"{args.input}: not an export of `neardup index export`")
         name = args.index or header["name"]
-        index = RedisIndex(
-            client,
-            BlockScheme.parse(header["scheme"]),
-            name,
-            retention=int(header["retention"]),
-        )
-        index.bind(header["version"])
+        index = RedisIndex.from_meta(client, name, header)
         progress = _progress(args, "records", None)
 
         def records() -> Iterator[dict[str, Any]]:

@@ -14,7 +14,7 @@ from urllib.parse import SplitResult, parse_qsl, urlencode, urlsplit
 
 from .blocks import BlockScheme
 from .engine import Engine
-from .errors import ConfigError
+from .errors import ConfigError, cause
 from .features import FeatureConfig, Featurizer, IdfTable
 from .records import DEFAULT_MAX_BYTES, DEFAULT_MAX_TOKENS
 from .verify import DEFAULT_CACHE_BYTES, LiteralCheck
@@ -160,6 +160,23 @@ def check_tls_files(ca: str | None, cert: str | None, key: str | None, prefix: s
             )
             why = exc.reason or "not a PEM certificate with its private key, unencrypted"
             raise ConfigError(f"{files}: cannot be loaded ({why})") from None
+
+
+def tls_refusal(exc: BaseException, where: str, prefix: str) -> ConfigError | None:
+    """The ConfigError for a TLS failure that no retry cures: the server's certificate is
+    not trusted, or the server refused the handshake (our client certificate)."""
+    if cert := cause(exc, ssl.SSLCertVerificationError):
+        return ConfigError(
+            f"{where}: its TLS certificate is not trusted ({cert.verify_message}); "
+            f"give the CA that signed it with --{prefix}-ca-file"
+        )
+    tls = cause(exc, ssl.SSLError)
+    if tls is not None and "ALERT" in (getattr(tls, "reason", None) or ""):
+        return ConfigError(
+            f"{where} refused the TLS handshake ({tls.reason}): check "
+            f"--{prefix}-cert-file and --{prefix}-key-file"
+        )
+    return None
 
 
 def redact_url(url: str) -> str:

@@ -8,7 +8,6 @@ new way of connecting (Redis Cluster, say) is added there once.
 
 from __future__ import annotations
 
-import ssl
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -19,8 +18,15 @@ import redis
 from redis.cluster import RedisCluster
 from redis.exceptions import AuthenticationWrongNumberOfArgsError, NoPermissionError
 
-from ..config import DEFAULT_REDIS_URL, Secret, check_tls_files, join_url, redact_url
-from ..errors import BackendUnavailable, ConfigError, cause
+from ..config import (
+    DEFAULT_REDIS_URL,
+    Secret,
+    check_tls_files,
+    join_url,
+    redact_url,
+    tls_refusal,
+)
+from ..errors import BackendUnavailable, ConfigError
 
 SCHEMES = ("redis", "rediss", "unix")
 
@@ -191,18 +197,7 @@ def refusal(exc: BaseException, settings: RedisSettings) -> ConfigError | None:
             f"Redis at {where} does not let {settings.who()} do what the index needs "
             f"({exc}); its ACL needs the keys ~nd:* and the read, write and scripting commands"
         )
-    if cert := cause(exc, ssl.SSLCertVerificationError):
-        return ConfigError(
-            f"Redis at {where}: its TLS certificate is not trusted ({cert.verify_message}); "
-            "give the CA that signed it with --redis-ca-file"
-        )
-    tls = cause(exc, ssl.SSLError)
-    if tls is not None and "ALERT" in (getattr(tls, "reason", None) or ""):
-        return ConfigError(
-            f"Redis at {where} refused the TLS handshake ({tls.reason}): check "
-            "--redis-cert-file and --redis-key-file"
-        )
-    return None
+    return tls_refusal(exc, f"Redis at {where}", "redis")
 
 
 def _reply(exc: BaseException, *codes: str) -> bool:

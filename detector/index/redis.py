@@ -450,25 +450,28 @@ class RedisIndex:
         return {k.decode(): v.decode() for k, v in got.items()}
 
     @classmethod
-    def open(cls, client: redis.Redis | RedisCluster, namespace: str, **options: Any) -> RedisIndex:
+    def open(cls, client: redis.Redis | RedisCluster, namespace: str) -> RedisIndex:
         """An existing index with the block scheme and retention it was made with, for the
         commands that maintain it (export, delete, sweep)."""
-        probe = cls(client, BlockScheme.parse("k3-b4"), namespace)
-        meta = probe.meta()
+        meta = cls(client, BlockScheme.parse("k3-b4"), namespace).meta()
         if not meta:
             raise ConfigError(
-                f"there is no index {namespace!r} on this Redis (no {probe.prefix}meta)"
+                f"there is no index {namespace!r} on this Redis (no nd:{{{namespace}}}:meta)"
             )
+        return cls.from_meta(client, namespace, meta)
+
+    @classmethod
+    def from_meta(
+        cls, client: redis.Redis | RedisCluster, namespace: str, meta: dict[str, Any]
+    ) -> RedisIndex:
+        """The index that `meta` describes (an index's meta hash, or an export's header):
+        its layout, block scheme, retention and fingerprint version, bound."""
         if meta.get("layout") != LAYOUT:
             raise ConfigError(
                 f"index {namespace!r} is in key layout {meta.get('layout', '1')}, not {LAYOUT}"
             )
         index = cls(
-            client,
-            BlockScheme.parse(meta["scheme"]),
-            namespace,
-            retention=int(meta["retention"]),
-            **options,
+            client, BlockScheme.parse(meta["scheme"]), namespace, retention=int(meta["retention"])
         )
         index.bind(meta["version"])
         return index

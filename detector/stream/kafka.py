@@ -26,7 +26,7 @@ from kafka.errors import (
 )
 from kafka.structs import OffsetAndMetadata
 
-from ..config import SASL_MECHANISMS, SECURITY_PROTOCOLS, Secret, check_tls_files
+from ..config import SASL_MECHANISMS, SECURITY_PROTOCOLS, Secret, check_tls_files, tls_refusal
 from ..errors import BackendUnavailable, ConfigError, cause
 from ..records import Decision, RawRecord
 
@@ -235,18 +235,11 @@ def _refused(
             f"Kafka at {where} does not answer in plain Kafka protocol: a TLS listener? "
             f"Check --kafka-security-protocol (it is {settings.security_protocol})"
         )
-    if cert := cause(exc, ssl.SSLCertVerificationError):
-        return ConfigError(
-            f"Kafka at {where}: its TLS certificate is not trusted ({cert.verify_message}); "
-            "give the CA that signed it with --kafka-ca-file"
-        )
-    tls = cause(exc, ssl.SSLError)
-    if tls is not None and "ALERT" in (getattr(tls, "reason", None) or ""):
-        return ConfigError(
-            f"Kafka at {where} refused the TLS handshake ({tls.reason}): check "
-            "--kafka-cert-file and --kafka-key-file"
-        )
-    if tls is not None:  # EOF in the handshake: a plaintext listener, or a broker leaving
+    if refused := tls_refusal(exc, f"Kafka at {where}", "kafka"):
+        return refused
+    if tls := cause(
+        exc, ssl.SSLError
+    ):  # EOF in the handshake: a plaintext listener, or a broker leaving
         return (
             f"Kafka at {where} ends every TLS handshake ({type(tls).__name__}): is it a "
             f"TLS listener? Check --kafka-security-protocol (it is {settings.security_protocol})"
