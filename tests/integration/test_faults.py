@@ -128,8 +128,8 @@ def test_redis_restarted_mid_stream(
     decisions: DecisionReader,
     restore_stack: None,
 ) -> None:
-    """Without persistence the restarted Redis is empty: dedup across the restart is not
-    checked, only that the consumers wait it out and nothing is lost."""
+    """The consumers wait a Redis restart out and nothing is lost (that the index itself
+    survives a restart with the AOF is test_durability's)."""
     records = read_jsonl(SAMPLE)
     ids = [r["id"] for r in records]
     create_topics({names.input: PARTITIONS})
