@@ -168,13 +168,17 @@ class BlockScheme:
                 [sum(((fp >> s) & m) << o for s, m, o in t) for t in self._pieces]
                 for fp in fingerprints
             ]
+        rows: list[list[int]] = self.key_array(fingerprints).tolist()
+        return rows
+
+    def key_array(self, fingerprints: Sequence[int]) -> np.ndarray:
+        """keys() as an array, documents by tables (uint64)."""
         fps = np.asarray(fingerprints, dtype=np.uint64)
         out = np.zeros((len(fps), len(self.tables)), np.uint64)
         for t, pieces in enumerate(self._pieces):
             for start, mask, offset in pieces:
                 out[:, t] |= ((fps >> np.uint64(start)) & np.uint64(mask)) << np.uint64(offset)
-        rows: list[list[int]] = out.tolist()
-        return rows
+        return out
 
     @cached_property
     def _pieces(self) -> list[list[tuple[int, int, int]]]:

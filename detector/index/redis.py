@@ -48,6 +48,7 @@ consumers are never both unique, on a cluster as on one server.
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 import zlib
@@ -64,6 +65,7 @@ from ..blocks import BlockScheme
 from ..errors import BackendUnavailable, ConfigError
 from ..metrics import REDIS_SECONDS
 from ..records import Decision
+from ..tokenize import fmix64
 from . import (
     DEFAULT_MAX_BUCKET,
     Candidate,
@@ -263,6 +265,13 @@ def _shard(subject: str) -> int:
     return zlib.crc32(subject.encode("utf-8", "surrogatepass")) % SHARDS
 
 
+def _by_shard(shards: np.ndarray) -> list[list[int]]:
+    """Positions grouped by shard, in order within a group."""
+    order = np.argsort(shards, kind="stable")
+    cuts = np.flatnonzero(np.diff(shards[order])) + 1
+    return [g.tolist() for g in np.split(order, cuts)] if len(order) else []
+
+
 @dataclass(frozen=True)
 class Snapshot:
     seq: int  # the lookup's mark: a commit checks what was committed after it
@@ -375,8 +384,55 @@ class RedisIndex:
         return f"nd:{{{self.namespace}/{shard}}}:"
 
     def _bucket(self, space: str, table: int, key: int) -> str:
-        suffix = f"{space}:{table}:{key:x}"
-        return f"{self._shard_prefix(_shard(suffix))}b:{suffix}"
+        names, _ = self._buckets([space], np.array([table]), np.array([key], np.uint64))
+        return names[0]
+
+    def _buckets(
+        self, spaces: Sequence[str], tables: np.ndarray, keys: np.ndarray
+    ) -> tuple[list[str], np.ndarray]:
+        """Names and shards of the buckets (space, table, key), pair by pair. The shard is
+        a hash of the three, computed for a whole batch at once: a batch names some 7,000
+        buckets twice, and hashing each name's text cost a quarter of serve's time."""
+        salt = {
+            sp: np.uint64(zlib.crc32(sp.encode("utf-8", "surrogatepass"))) for sp in set(spaces)
+        }
+        with np.errstate(over="ignore"):
+            mixed = keys.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+            mixed ^= tables.astype(np.uint64) << np.uint64(56)
+            if len(salt) == 1:
+                mixed ^= next(iter(salt.values()))
+            else:
+                mixed ^= np.array([salt[sp] for sp in spaces], np.uint64)
+        shards = fmix64(mixed) % np.uint64(SHARDS)
+        prefixes = {sp: self._bucket_prefixes(sp) for sp in salt}
+        names = [
+            prefixes[sp][s] + f"{t}:{k:x}"
+            for sp, s, t, k in zip(
+                spaces, shards.tolist(), tables.tolist(), keys.tolist(), strict=True
+            )
+        ]
+        return names, shards
+
+    @functools.lru_cache(maxsize=64)  # noqa: B019 - an index lives for the whole run
+    def _bucket_prefixes(self, space: str) -> list[str]:
+        return [f"{self._shard_prefix(s)}b:{space}:" for s in range(SHARDS)]
+
+    def _probed_buckets(self, queries: Sequence[Query]) -> tuple[list[str], np.ndarray, int]:
+        """The buckets a lookup reads, query by query: their names, shards, and how many
+        a query reads."""
+        fps = [q.fingerprint for q in queries]
+        if self.scheme.radius:  # every key within the radius of each table's own
+            rows = self.scheme.probes(fps)
+            per = len(rows[0])
+            tables = np.array([t for row in rows for t, _ in row])
+            keys = np.array([k for row in rows for _, k in row], np.uint64)
+        else:
+            array = self.scheme.key_array(fps)
+            per = array.shape[1]
+            tables, keys = np.tile(np.arange(per), len(fps)), array.ravel()
+        spaces = [q.space for q in queries for _ in range(per)]
+        names, shards = self._buckets(spaces, tables, keys)
+        return names, shards, per
 
     def _digest_key(self, dh: bytes) -> str:
         """The hash of a digest's field: one of 65,536, by its first two bytes."""
@@ -489,38 +545,30 @@ class RedisIndex:
         self._mark, self._cutoff = snap.seq, snap.cutoff
         if snap.oldest_pending:
             self._repair(snap.oldest_pending)
-        probes = self.scheme.probes([q.fingerprint for q in queries])
-        names = [
-            [self._bucket(q.space, t, key) for t, key in row]
-            for q, row in zip(queries, probes, strict=True)
-        ]
-        by_shard: dict[str, list[str]] = {}
-        for row in names:
-            for name in row:
-                by_shard.setdefault(name[: name.index("}") + 1], []).append(name)
-        shards = [list(dict.fromkeys(keys)) for keys in by_shard.values()]
+        names, shards, per = self._probed_buckets(queries)
+        groups = _by_shard(shards)
         dhs = [digest_hash(q.digest) for q in queries]
         batch = self._batch()
-        for keys in shards:
+        for group in groups:
+            keys = [names[i] for i in group]
             batch.add(keys[0], "MGET", *keys)
         for dh in dhs:
             key = self._digest_key(dh)
             batch.add(key, "HGET", key, dh[2:])
         replies = self._call(batch.execute)
-        value = {
-            k: v
-            for keys, got in zip(shards, replies, strict=False)
-            for k, v in zip(keys, got, strict=True)
-        }
-        digests = replies[len(shards) :]
+        buckets: list[bytes | None] = [None] * len(names)
+        for group, got in zip(groups, replies, strict=False):
+            for i, v in zip(group, got, strict=True):
+                buckets[i] = v
+        digests = replies[len(groups) :]
 
         tail = self.max_bucket * ENTRY.itemsize
         log_nums = np.arange(snap.first + 1, snap.seq + 1, dtype=np.int64)
         near: list[dict[int, int]] = []  # per query: number -> fingerprint
         exact: list[int | None] = []
-        for q, row, dh, dg in zip(queries, names, dhs, digests, strict=True):
+        for at, (q, dh, dg) in enumerate(zip(queries, dhs, digests, strict=True)):
             found: dict[int, int] = {}
-            raw = b"".join(v[-tail:] for name in row if (v := value.get(name)))
+            raw = b"".join(v[-tail:] for v in buckets[at * per : (at + 1) * per] if v)
             if raw:
                 e = np.frombuffer(raw, ENTRY)
                 keep = (np.bitwise_count(e["fp"] ^ np.uint64(q.fingerprint)) <= self.scheme.k) & (
@@ -694,22 +742,24 @@ class RedisIndex:
 
     def _apply(self, docs: Sequence[tuple[int, int, str, bytes]], member: str) -> None:
         """Step 4: the committed documents into the shards, then off the pending set."""
-        keys_of = self.scheme.keys([fp for _, fp, _, _ in docs])
-        shards: dict[str, tuple[list[str], list[bytes], list[str], list[Any]]] = {}
-
-        def shard(key: str) -> tuple[list[str], list[bytes], list[str], list[Any]]:
-            return shards.setdefault(key[: key.index("}") + 1], ([], [], [], []))
-
-        for (num, fp, space, dh), row in zip(docs, keys_of, strict=True):
-            entry = fp.to_bytes(8, "little") + num.to_bytes(4, "little")
-            for t, key in enumerate(row):
-                name = self._bucket(space, t, key)
-                buckets, values, _, _ = shard(name)
-                buckets.append(name)
-                values.append(entry)
-            name = self._digest_key(dh)
-            _, _, digests, fields = shard(name)
-            digests.append(name)
+        keys = self.scheme.key_array([fp for _, fp, _, _ in docs])
+        per = keys.shape[1]
+        spaces = [space for _, _, space, _ in docs for _ in range(per)]
+        names, bucket_shards = self._buckets(
+            spaces, np.tile(np.arange(per), len(docs)), keys.ravel()
+        )
+        entries = [fp.to_bytes(8, "little") + num.to_bytes(4, "little") for num, fp, _, _ in docs]
+        shards: dict[int, tuple[list[str], list[bytes], list[str], list[Any]]] = {}
+        for group in _by_shard(bucket_shards):
+            shards[int(bucket_shards[group[0]])] = (
+                [names[i] for i in group],
+                [entries[i // per] for i in group],
+                [],
+                [],
+            )
+        for num, _, _, dh in docs:
+            _, _, digests, fields = shards.setdefault(dh[0] % SHARDS, ([], [], [], []))
+            digests.append(self._digest_key(dh))
             fields += [dh[2:], num]
         # A bucket is cut back to its newest max_bucket entries once it holds half as many
         # again: rewrites stay rare, and a lookup reads at most 1.5 x max_bucket entries.
