@@ -12,10 +12,12 @@ Redis Cluster (plaintext connections only).
 1. The maximum: the corpus waits on a topic and --consumers serve processes drain it
    (as `neardup bench` measures it). --rate skips this.
 2. The soak: the corpus again and again at --fraction of that rate, for --minutes. Each
-   pass is a new generation: its ids get a suffix and its texts a first word, so every
-   record is decided and indexed as a near-duplicate of its previous generation, never
-   answered as an exact copy. The serve processes run with --retention SECONDS (0: keep
-   everything), so the index should level off once the horizon is reached.
+   pass is a new generation: its ids get a suffix and its letters go through a
+   permutation of their alphabet drawn for that generation, so a generation is a new
+   stream with the corpus's own duplicates in it (identical words stay identical), not
+   near-copies of the generation before, which would make every record's family of
+   candidates grow for the whole run. The serve processes run with --retention SECONDS
+   (0: keep everything), so the index should level off once the horizon is reached.
 Every --every seconds a row: elapsed time, records sent and decided, the lag, latency
 p50/p99/max of the decisions that came in that window (decision timestamp minus send
 time), Redis used_memory (all primaries of a cluster), documents indexed, and the RSS
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import sys
 import threading
 import time
@@ -50,15 +53,38 @@ DEFAULT_CORPUS = ROOT.parent / "shared" / "data" / "dev-stream.jsonl.gz"
 FALLBACK_CORPUS = ROOT / "tests" / "data" / "stream-2k.jsonl.gz"
 
 
+# Alphabets whose letters a generation permutes: Latin, Latin-1, Cyrillic, kana, CJK,
+# Hangul.
+ALPHABETS = [
+    (0x61, 0x7A),
+    (0x41, 0x5A),
+    (0xE0, 0xFE),
+    (0x430, 0x44F),
+    (0x410, 0x42F),
+    (0x3041, 0x3096),
+    (0x30A1, 0x30FA),
+    (0x4E00, 0x9FFF),
+    (0xAC00, 0xD7A3),
+]
+
+
 def generation(records: list[tuple[str, bytes]], n: int) -> list[tuple[str, bytes]]:
-    """The corpus as pass n sends it: new ids, and one word more at the front."""
+    """The corpus as pass n sends it: new ids, and each alphabet permuted (str.translate
+    runs in C: the feed must not take the consumers' CPU)."""
     if n == 0:
         return records
+    rng = random.Random(n)
+    table: dict[int, int] = {}
+    for low, high in ALPHABETS:
+        letters = list(range(low, high + 1))
+        shuffled = letters[:]
+        rng.shuffle(shuffled)
+        table.update(zip(letters, shuffled, strict=True))
     out = []
     for doc_id, raw in records:
         doc = json.loads(raw)
         doc["id"] = f"{doc_id}~{n}"
-        doc["text"] = f"generation{n} {doc['text']}"
+        doc["text"] = doc["text"].translate(table)
         out.append((doc["id"], json.dumps(doc).encode()))
     return out
 
