@@ -92,15 +92,17 @@ def test_deleted_records_are_gone_and_their_memory_comes_back(backend: Any, name
 def test_records_past_the_horizon_age_out_and_their_memory_comes_back(
     backend: Any, name: str
 ) -> None:
-    index = RedisIndex(backend, SCHEME, name, retention=2)
+    # A horizon long enough for a slow machine to index and weigh 400 records inside it.
+    index = RedisIndex(backend, SCHEME, name, retention=5)
     index.bind("v1")
     old = entries("o", 400, seed=2)
+    started = time.monotonic()
     add(index, old)
     assert visible(index, old) == [e.id for e in old]
     full = weight(backend, name)
     assert index.sweep() == 0  # nothing is old yet
 
-    time.sleep(3.5)  # past the horizon (2 s) and its granularity (1 s)
+    time.sleep(max(0.0, started + 6.5 - time.monotonic()))  # the horizon, its window (1 s)
     young = entries("y", 50, seed=3)
     add(index, young)
     # aged out at once for lookups, before any memory is given back
@@ -121,7 +123,7 @@ def test_an_idle_index_ages_too(backend: Any, name: str) -> None:
     """Each commit marks its time (one mark per 1 s window, the window's last), so the
     documents of an index that then goes idle age out on time: not before the horizon,
     and at most one window after it, with no later commit needed."""
-    index = RedisIndex(backend, SCHEME, name, retention=2)
+    index = RedisIndex(backend, SCHEME, name, retention=4)
     index.bind("v1")
     docs = entries("i", 30, seed=4)
     add(index, docs[:10])
@@ -129,7 +131,7 @@ def test_an_idle_index_ages_too(backend: Any, name: str) -> None:
     committed = time.monotonic()
     time.sleep(1.0)
     assert visible(index, docs) == [e.id for e in docs]  # younger than the horizon
-    time.sleep(max(0.0, committed + 3.2 - time.monotonic()))  # horizon + window, and slack
+    time.sleep(max(0.0, committed + 5.2 - time.monotonic()))  # horizon + window, and slack
     assert visible(index, docs) == []
     assert index.sweep() >= 30
 
