@@ -701,15 +701,10 @@ def _detect(args: argparse.Namespace) -> int:
         settings.literal(),
         settings.max_candidates,
     )
-    show = sys.stderr.isatty() if args.progress is None else args.progress
     stream = open_input(args.input)
     out = open_output(args.output, sys.stdout)
     errors = open_output(args.errors, sys.stderr)
-    progress: Any = None
-    if show:
-        from tqdm import tqdm
-
-        progress = tqdm(unit=" records", file=sys.stderr, smoothing=0.1)
+    progress = _progress(args, smoothing=0.1)
     try:
         counts = run(
             detector,
@@ -856,12 +851,7 @@ def _produce(args: argparse.Namespace) -> int:
     _kafka_check(kafka)
     if args.partitions:
         ensure_topics(kafka, {args.topic: args.partitions})
-    show = sys.stderr.isatty() if args.progress is None else args.progress
-    progress: Any = None
-    if show:
-        from tqdm import tqdm
-
-        progress = tqdm(unit=" records", file=sys.stderr)
+    progress = _progress(args)
     sent = 0
     with open_input(args.input) as stream:
         for n in produce(kafka, args.topic, read_lines(stream, input_label(args.input))):
@@ -936,7 +926,7 @@ def _index_export(args: argparse.Namespace, index: Any) -> None:
     from .stream.files import open_output
 
     out = open_output(args.output, sys.stdout)
-    progress = _progress(args, "records", None)
+    progress = _progress(args)
     count = 0
     try:
         header = {"neardup_index_export": EXPORT_FORMAT, "name": args.index, **index.meta()}
@@ -967,7 +957,7 @@ def _index_import(args: argparse.Namespace, client: Any) -> int:
             raise ConfigError(f"{args.input}: not an export of `neardup index export`")
         name = args.index or header["name"]
         index = RedisIndex.from_meta(client, name, header)
-        progress = _progress(args, "records", None)
+        progress = _progress(args)
 
         def records() -> Iterator[dict[str, Any]]:
             for raw, where in lines:
@@ -989,12 +979,14 @@ def _index_import(args: argparse.Namespace, client: Any) -> int:
     return 0
 
 
-def _progress(args: argparse.Namespace, unit: str, total: int | None) -> Any:
+def _progress(args: argparse.Namespace, smoothing: float = 0.3) -> Any:
+    """A progress bar of records on stderr, or None: --progress/--no-progress, else when
+    stderr is a terminal."""
     if not (sys.stderr.isatty() if args.progress is None else args.progress):
         return None
     from tqdm import tqdm
 
-    return tqdm(unit=f" {unit}", total=total, file=sys.stderr)
+    return tqdm(unit=" records", file=sys.stderr, smoothing=smoothing)
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {

@@ -35,7 +35,7 @@ A batch's commit, one consumer:
      keeps the prefix before the first conflict and asks again. Once nothing new came in,
      the script numbers the documents, appends them to the log, maps numbers to ids and
      stores the decisions, atomically, and records the range as pending
-  4. apply the range to the shards (bucket entries, digests), then APPLY on the
+  4. apply the range to the shards (bucket entries, digests), then APPLIED on the
      coordinator takes it off pending and trims the log
 A consumer that dies between 3 and 4 leaves its range pending: lookups keep reading those
 entries from the log, and after REPAIR_AFTER seconds another consumer applies them.
@@ -375,7 +375,6 @@ class RedisIndex:
         self.keep = keep  # indexed documents' decisions live as long as their entries
         self.max_bucket = max_bucket
         self._mark = 0
-        self._cutoff = 0
         self._swept_to = 0  # the next shard whose digests the sweep filters
 
     # ------------------------------------------------------------------ plumbing
@@ -542,7 +541,7 @@ class RedisIndex:
         if not queries:
             return []
         snap = self._snapshot()
-        self._mark, self._cutoff = snap.seq, snap.cutoff
+        self._mark = snap.seq
         if snap.oldest_pending:
             self._repair(snap.oldest_pending)
         names, shards, per = self._probed_buckets(queries)
