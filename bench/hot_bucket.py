@@ -30,12 +30,12 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from detector.config import EngineSettings  # noqa: E402
 from detector.evaluate import evaluate, load_jsonl  # noqa: E402
 from detector.index import DEFAULT_MAX_BUCKET, Commit, Entry, Index, Query  # noqa: E402
 from detector.index.memory import MemoryIndex  # noqa: E402
 from detector.pipeline import Detector, prepare  # noqa: E402
 from detector.records import Decision  # noqa: E402
+from detector.settings import EngineSettings  # noqa: E402
 from detector.stream.files import input_label, open_input, read_lines  # noqa: E402
 
 DEV = ROOT.parent / "shared" / "data"

@@ -44,9 +44,10 @@ sys.path.insert(0, str(ROOT))
 
 from detector.bench import Run, _records, throughput  # noqa: E402
 from detector.blocks import BlockScheme  # noqa: E402
-from detector.config import DEFAULT_SCHEME, env, env_bool  # noqa: E402
+from detector.config import env, env_bool  # noqa: E402
 from detector.index.connect import RedisSettings  # noqa: E402
 from detector.index.redis import RedisIndex  # noqa: E402
+from detector.settings import DEFAULT_SCHEME  # noqa: E402
 from detector.stream.kafka import KafkaSettings  # noqa: E402
 
 DEFAULT_CORPUS = ROOT.parent / "shared" / "data" / "dev-stream.jsonl.gz"

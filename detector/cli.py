@@ -10,25 +10,13 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from . import __version__
+from .access import DEFAULT_REDIS_URL, SASL_MECHANISMS, SECURITY_PROTOCOLS, read_secret, redact_url
 from .blocks import NAMED
-from .config import (
-    DEFAULT_REDIS_URL,
-    DEFAULT_SCHEME,
-    DEFAULT_THRESHOLD,
-    SASL_MECHANISMS,
-    SECURITY_PROTOCOLS,
-    EngineSettings,
-    env,
-    env_bool,
-    env_float,
-    env_int,
-    load_file,
-    read_secret,
-    redact_url,
-)
+from .config import env, env_bool, env_float, env_int, load_file
 from .errors import BackendUnavailable, ConfigError, DetectorError
 from .index import DEFAULT_MAX_BUCKET
 from .records import DEFAULT_MAX_BYTES, DEFAULT_MAX_TOKENS
+from .settings import DEFAULT_SCHEME, DEFAULT_THRESHOLD, EngineSettings
 from .verify import DEFAULT_CACHE_BYTES
 
 if TYPE_CHECKING:

@@ -12,11 +12,11 @@ from functools import lru_cache
 import numpy as np
 
 from .features import Featurizer
-from .index import Entry, Query
+from .hashing import fmix64
 from .normalize import non_starters, normalize
 from .records import Document
 from .simhash import hyperplanes, simhash, simhash_vectors
-from .tokenize import char_classes, fmix64
+from .tokenize import char_classes
 from .verify import shingle_sets
 
 TEXT_SPACE = "t"
@@ -31,12 +31,6 @@ class Print:
     digest: str
     text: str  # normalized
     shingles: np.ndarray  # for the literal pass: sorted distinct word-shingle hashes
-
-    def query(self) -> Query:
-        return Query(self.space, self.fingerprint, self.digest)
-
-    def entry(self, doc_id: str) -> Entry:
-        return Entry(doc_id, self.space, self.fingerprint, self.digest, self.text)
 
 
 class Engine:

@@ -21,14 +21,14 @@ import numpy as np
 import xxhash
 
 from .errors import ConfigError
+from .hashing import MIX, combine, fmix64
 from .normalize import normalize
-from .tokenize import TokenBatch, fmix64, tokenize
+from .tokenize import TokenBatch, tokenize
 
 FEATURE_KINDS = ("words", "shingles")
 IDF_FORMAT = "neardup-idf/1"
 
 _U64 = np.uint64
-_MIX = _U64(0x9E3779B97F4A7C15)
 
 
 @dataclass(frozen=True)
@@ -257,15 +257,6 @@ class Featurizer:
         return h, w
 
 
-def combine(first: np.ndarray, *rest: np.ndarray) -> np.ndarray:
-    """One 64-bit hash for a sequence of hashes (order matters)."""
-    with np.errstate(over="ignore"):
-        acc = first.copy()
-        for h in rest:
-            acc = acc * _MIX + h
-    return fmix64(acc)
-
-
 def _nospace_ngrams(
     tb: TokenBatch, h: np.ndarray, w: np.ndarray, n: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -291,7 +282,7 @@ def _nospace_ngrams(
         gw = w[gram_idx].copy()
         for j in range(1, n):
             inside = j < width
-            acc = np.where(inside, acc * _MIX + parts[j], acc)
+            acc = np.where(inside, acc * MIX + parts[j], acc)
             gw = gw + np.where(inside, w[np.minimum(gram_idx + j, count - 1)], 0)
     gram_hash = fmix64(acc)
     plain = np.flatnonzero(keep_plain)

@@ -22,7 +22,7 @@ from .backoff import ExponentialBackoff
 from .blocks import BlockScheme
 from .engine import Engine, Print
 from .errors import BackendUnavailable, BadRecord
-from .index import Candidate, Commit, Index
+from .index import Candidate, Commit, Entry, Index, Query
 from .normalize import normalize
 from .records import (
     DEFAULT_MAX_TOKENS,
@@ -86,7 +86,7 @@ class Detector:
 
     def _decide(self, docs: list[Document], prints: list[Print]) -> list[Commit]:
         prior = self.index.decisions([d.id for d in docs])
-        found = self.index.lookup([p.query() for p in prints])
+        found = self.index.lookup([Query(p.space, p.fingerprint, p.digest) for p in prints])
         wanted = {c.id for f in found for c in f.candidates[: self.max_candidates]}
         self.literal.load(self.index.texts(sorted(wanted - self.literal.cached_ids(wanted))))
         near = self._near_in_batch(prints)
@@ -114,7 +114,7 @@ class Detector:
                 digests.setdefault(p.digest, doc.id)
                 positions[doc.id] = i
                 indexed[i] = doc.id
-                items.append(Commit(d, p.entry(doc.id)))
+                items.append(Commit(d, Entry(doc.id, p.space, p.fingerprint, p.digest, p.text)))
             decided[doc.id] = d
         return items
 

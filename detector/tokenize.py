@@ -14,6 +14,7 @@ from functools import cache
 
 import numpy as np
 
+from .hashing import fmix64
 from .normalize import NO_SPACE_CHAR
 
 NONWORD, WORD, NO_SPACE = 0, 1, 2
@@ -30,17 +31,6 @@ def char_classes() -> np.ndarray:
     for m in re.finditer(NO_SPACE_CHAR.pattern + "+", every):
         table[m.start() : m.end()] = NO_SPACE
     return table
-
-
-def fmix64(h: np.ndarray) -> np.ndarray:
-    """The murmur3 finalizer: every output bit depends on every input bit."""
-    with np.errstate(over="ignore"):
-        h = h ^ (h >> _U64(33))
-        h = h * _U64(0xFF51AFD7ED558CCD)
-        h = h ^ (h >> _U64(33))
-        h = h * _U64(0xC4CEB93FE53A87E3)
-        out: np.ndarray = h ^ (h >> _U64(33))
-        return out
 
 
 @dataclass

@@ -11,7 +11,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from .features import combine
+from .hashing import combine
 from .tokenize import tokenize
 
 SHINGLE_BITS = 48  # leaves 16 bits for the text's number when a batch is sorted at once

@@ -12,8 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from detector.blocks import NAMED, BlockScheme
-from detector.config import DEFAULT_SCHEME
 from detector.errors import ConfigError
+from detector.settings import DEFAULT_SCHEME
 
 from .conftest import ROOT
 

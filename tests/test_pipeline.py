@@ -14,11 +14,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from detector.config import EngineSettings
 from detector.engine import TEXT_SPACE
 from detector.index.memory import MemoryIndex
 from detector.pipeline import Detector, prepare, run
 from detector.records import DEFAULT_MAX_BYTES, DEFAULT_MAX_TOKENS, Decision, Document
+from detector.settings import EngineSettings
 from detector.simhash import hyperplanes, simhash_vectors
 from detector.verify import LiteralCheck, jaccard
 

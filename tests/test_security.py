@@ -24,8 +24,9 @@ from kafka.errors import (
 from redis.exceptions import AuthenticationWrongNumberOfArgsError, NoPermissionError
 
 from detector import config
+from detector.access import Secret, read_secret, redact_url
 from detector.cli import _kafka_settings, _redis_settings, main, parser
-from detector.config import Secret, load_file, read_secret, redact_url
+from detector.config import load_file
 from detector.errors import ConfigError, cause
 from detector.index.connect import RedisSettings, refusal
 from detector.stream.kafka import KafkaSettings, _refused

@@ -31,9 +31,8 @@ from . import (
     Entry,
     Found,
     Query,
-    pack_text,
-    unpack_text,
 )
+from .texts import pack_text, unpack_text
 
 TAIL = 4096  # fingerprints waiting unsorted: scanned by brute force, then merged
 

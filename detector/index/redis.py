@@ -63,9 +63,9 @@ from redis.cluster import RedisCluster
 
 from ..blocks import BlockScheme
 from ..errors import BackendUnavailable, ConfigError
+from ..hashing import fmix64
 from ..metrics import REDIS_SECONDS
 from ..records import Decision
-from ..tokenize import fmix64
 from . import (
     DEFAULT_MAX_BUCKET,
     Candidate,
@@ -74,9 +74,8 @@ from . import (
     Entry,
     Found,
     Query,
-    pack_text,
-    unpack_text,
 )
+from .texts import pack_text, unpack_text
 
 LAYOUT = "2"
 SHARDS = 64

@@ -26,9 +26,10 @@ from kafka.errors import (
 )
 from kafka.structs import OffsetAndMetadata
 
-from ..config import SASL_MECHANISMS, SECURITY_PROTOCOLS, Secret, check_tls_files, tls_refusal
+from ..access import SASL_MECHANISMS, SECURITY_PROTOCOLS, Secret
 from ..errors import BackendUnavailable, ConfigError, cause
 from ..records import Decision, RawRecord
+from ..tls import check_tls_files, tls_refusal
 
 
 @dataclass(frozen=True)

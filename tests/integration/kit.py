@@ -31,10 +31,10 @@ from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import KafkaError, TopicAlreadyExistsError, UnknownTopicOrPartitionError
 from redis.cluster import RedisCluster
 
-from detector.config import EngineSettings
 from detector.index import Index
 from detector.pipeline import Detector, prepare
 from detector.records import Decision
+from detector.settings import EngineSettings
 
 # Read once, at import: the unit suite's autouse fixture removes every NEARDUP_* variable
 # from os.environ while a test runs.

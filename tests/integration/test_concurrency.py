@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from detector.config import EngineSettings
 from detector.records import Document
+from detector.settings import EngineSettings
 from detector.verify import jaccard
 
 from .kit import (

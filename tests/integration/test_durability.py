@@ -15,10 +15,10 @@ from typing import Any
 
 import redis
 
-from detector.config import EngineSettings
 from detector.engine import TEXT_SPACE
 from detector.index import Query
 from detector.index.redis import RedisIndex
+from detector.settings import EngineSettings
 
 from .kit import (
     REDIS_CLUSTER_URL,

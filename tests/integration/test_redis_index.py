@@ -14,7 +14,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from detector.blocks import BlockScheme
-from detector.config import EngineSettings
 from detector.errors import ConfigError
 from detector.index import Commit, Entry, Found, Index, Query
 from detector.index import memory as memory_module
@@ -22,6 +21,7 @@ from detector.index import redis as redis_module
 from detector.index.memory import MemoryIndex
 from detector.index.redis import RedisIndex
 from detector.records import Decision
+from detector.settings import EngineSettings
 
 from .kit import (
     SAMPLE,

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 from detector.blocks import BlockScheme
-from detector.config import EngineSettings
 from detector.index import Commit, Entry, Query
 from detector.index.redis import RedisIndex
 from detector.records import Decision
+from detector.settings import EngineSettings
 
 from .kit import drop_index, index_keys, unique
 
