@@ -18,9 +18,9 @@ import redis
 from redis.cluster import RedisCluster
 from redis.exceptions import AuthenticationWrongNumberOfArgsError, NoPermissionError
 
-from ..access import DEFAULT_REDIS_URL, Secret, join_url, redact_url
-from ..errors import BackendUnavailable, ConfigError
-from ..tls import check_tls_files, tls_refusal
+from ...access import DEFAULT_REDIS_URL, Secret, join_url, redact_url
+from ...errors import BackendUnavailable, ConfigError
+from ...tls import check_tls_files, tls_refusal
 
 SCHEMES = ("redis", "rediss", "unix")
 

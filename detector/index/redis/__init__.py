@@ -1,0 +1,36 @@
+"""The Redis index: the interface of the memory index, on a Redis 7 server or a Redis
+Cluster. The key layout is in keys.py; the scripts that run on the server in scripts/.
+
+A batch's commit, one consumer:
+  1. lookup: the coordinator's snapshot (seq, the log since the shards were last complete,
+     the retention cutoff), then the shards' buckets and digests, then ids by number
+  2. write the texts of the documents to index (a candidate must be verifiable the moment
+     it is committed)
+  3. COMMIT script on the coordinator: if seq moved since the lookup, it answers with the
+     log entries committed meanwhile; the consumer checks them against its batch (numpy),
+     keeps the prefix before the first conflict and asks again. Once nothing new came in,
+     the script numbers the documents, appends them to the log, maps numbers to ids and
+     stores the decisions, atomically, and records the range as pending
+  4. apply the range to the shards (bucket entries, digests), then APPLIED on the
+     coordinator takes it off pending and trims the log
+A consumer that dies between 3 and 4 leaves its range pending: lookups keep reading those
+entries from the log, and after REPAIR_AFTER seconds another consumer applies them.
+
+So every document in a bucket was committed first, every committed document is visible to
+a lookup (in the shards, or in the log above the oldest pending range), and the check in 3
+sees every document committed after a lookup: two near-duplicates committed at once by two
+consumers are never both unique, on a cluster as on one server.
+
+  keys.py         the key layout: names, slots, the LOG and ENTRY records
+  scripts/*.lua   the scripts, each with its KEYS, ARGV and reply; lua.py loads them
+  cluster.py      Batch: one round trip, one pipeline per node of a cluster
+  index.py        RedisIndex: bind, lookup, commit, apply, repair
+  maintenance.py  delete, sweep, export and import, keys, drop, stats
+  connect.py      connection settings, the client factory, refused credentials
+"""
+
+from .cluster import Batch
+from .index import RedisIndex
+from .keys import IDS_PER_HASH
+
+__all__ = ["IDS_PER_HASH", "Batch", "RedisIndex"]

@@ -1,0 +1,479 @@
+"""RedisIndex and its decide path: bind, lookup, commit, and the apply of a commit to the
+shards (with the repair of a range its committer left unapplied). The maintenance
+commands (delete, sweep, export, import, drop, stats) are in maintenance.py."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import redis
+from redis.cluster import RedisCluster
+
+from ...blocks import BlockScheme
+from ...errors import BackendUnavailable, ConfigError
+from ...records import Decision
+from .. import DEFAULT_MAX_BUCKET, Candidate, Commit, Committed, Found, Query
+from ..texts import pack_text, unpack_text
+from . import lua
+from .cluster import Batch
+from .keys import (
+    ENTRY,
+    IDS_PER_HASH,
+    LAYOUT,
+    LOG,
+    SHARDS,
+    Layout,
+    digest_hash,
+    parse_decision,
+    text_shard,
+)
+from .maintenance import Maintenance
+
+LOG_KEEP = 65_536  # log entries kept below the applied mark, for slow consumers' checks
+REPAIR_AFTER = 30.0  # seconds a committed range may stay unapplied before others apply it
+COMMIT_ROUNDS = 50  # stale answers in a row before the batch is decided afresh
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    seq: int  # the lookup's mark: a commit checks what was committed after it
+    log: np.ndarray  # LOG entries numbered first+1 .. seq
+    first: int
+    cutoff: int  # numbers at or below it are older than the retention horizon
+    oldest_pending: str
+
+
+def _by_shard(shards: np.ndarray) -> list[list[int]]:
+    """Positions grouped by shard, in order within a group."""
+    order = np.argsort(shards, kind="stable")
+    cuts = np.flatnonzero(np.diff(shards[order])) + 1
+    return [g.tolist() for g in np.split(order, cuts)] if len(order) else []
+
+
+class RedisIndex(Maintenance):
+    """The interface of the memory index, on a Redis 7 server or a Redis Cluster.
+
+    `observe`, if given, is called with the seconds of every round trip (serve passes its
+    Prometheus histogram's `observe`)."""
+
+    def __init__(
+        self,
+        client: redis.Redis | RedisCluster,
+        scheme: BlockScheme,
+        namespace: str = "default",
+        text_ttl: int = 0,
+        decision_ttl: int = 0,
+        retention: int = 0,
+        max_bucket: int = DEFAULT_MAX_BUCKET,
+        observe: Callable[[float], None] | None = None,
+    ) -> None:
+        self.layout = Layout(namespace)
+        if retention < 0 or text_ttl < 0 or decision_ttl < 0 or max_bucket < 1:
+            raise ConfigError("retention and TTLs must be >= 0 and max_bucket >= 1")
+        self.client = client
+        self.scheme = scheme
+        self.namespace = namespace
+        self.prefix = self.layout.prefix
+        self.retention = retention
+        # Commit times are kept per window of `granularity` seconds: a document ages out
+        # between `retention` and `retention + granularity` seconds after its commit.
+        self.granularity = max(1, retention // 100)
+        keep = retention + self.granularity if retention else 0
+        self.text_ttl = text_ttl or keep
+        self.decision_ttl = decision_ttl
+        self.keep = keep  # indexed documents' decisions live as long as their entries
+        self.max_bucket = max_bucket
+        self.observe = observe
+        self._mark = 0
+        self._swept_to = 0  # the next shard whose digests the sweep filters
+
+    # ------------------------------------------------------------------ plumbing
+
+    def _bucket(self, space: str, table: int, key: int) -> str:
+        """One bucket's name (the tests look into buckets by it)."""
+        return self.layout.bucket(space, table, key)
+
+    def _probed_buckets(self, queries: Sequence[Query]) -> tuple[list[str], np.ndarray, int]:
+        """The buckets a lookup reads, query by query: their names, shards, and how many
+        a query reads."""
+        fps = [q.fingerprint for q in queries]
+        if self.scheme.radius:  # every key within the radius of each table's own
+            rows = self.scheme.probes(fps)
+            per = len(rows[0])
+            tables = np.array([t for row in rows for t, _ in row])
+            keys = np.array([k for row in rows for _, k in row], np.uint64)
+        else:
+            array = self.scheme.key_array(fps)
+            per = array.shape[1]
+            tables, keys = np.tile(np.arange(per), len(fps)), array.ravel()
+        spaces = [q.space for q in queries for _ in range(per)]
+        names, shards = self.layout.buckets(spaces, tables, keys)
+        return names, shards, per
+
+    def _batch(self) -> Batch:
+        return Batch(self.client)
+
+    def _call(self, fn: Any, *args: Any) -> Any:
+        """One round trip: timed, and its failures sorted into the error tree."""
+        start = time.perf_counter()
+        try:
+            return fn(*args)
+        except redis.AuthenticationError as exc:
+            raise ConfigError(f"Redis refused the credentials: {exc}") from exc
+        except (
+            redis.ConnectionError,
+            redis.TimeoutError,
+            redis.BusyLoadingError,
+            redis.exceptions.ClusterError,
+            redis.exceptions.TryAgainError,
+            redis.exceptions.ReadOnlyError,
+        ) as exc:
+            raise BackendUnavailable(f"Redis: {exc}") from exc
+        finally:
+            if self.observe is not None:
+                self.observe(time.perf_counter() - start)
+
+    def _eval(self, script: str, *args: Any) -> Any:
+        """A coordinator script: its first key, seq, routes it to the coordinator's slot.
+        EVAL rather than EVALSHA: Redis caches the compiled script either way, and EVAL
+        needs no reload after a restart or a failover."""
+        return self._call(self.client.eval, script, 1, self.layout.seq, self.prefix, *args)
+
+    # ------------------------------------------------------------------ binding
+
+    def bind(self, version: str) -> None:
+        meta = self.layout.meta
+        want = {
+            "layout": LAYOUT,
+            "version": version,
+            "scheme": self.scheme.name,
+            "retention": str(self.retention),
+        }
+        have = self.meta()
+        if have and "layout" not in have:
+            raise ConfigError(
+                f"index {self.namespace!r} was written in an older key layout; "
+                "index its documents again under a new --index name"
+            )
+        if not have:
+            for field, value in want.items():
+                self._call(self.client.hsetnx, meta, field, value)
+            have = self.meta()
+        what = {
+            "layout": "key layout",
+            "version": "fingerprints of",
+            "scheme": "block scheme",
+            "retention": "retention (seconds)",
+        }
+        for field, value in want.items():
+            if have.get(field) != value:
+                raise ConfigError(
+                    f"index {self.namespace!r} uses {what[field]} {have.get(field)}, not {value}"
+                )
+
+    def meta(self) -> dict[str, str]:
+        """What the index was made with (layout, version, scheme, retention); empty for
+        an index nobody has written."""
+        got = self._call(self.client.hgetall, self.layout.meta)
+        return {k.decode(): v.decode() for k, v in got.items()}
+
+    @classmethod
+    def open(cls, client: redis.Redis | RedisCluster, namespace: str) -> RedisIndex:
+        """An existing index with the block scheme and retention it was made with, for the
+        commands that maintain it (export, delete, sweep)."""
+        meta = cls(client, BlockScheme.parse("k3-b4"), namespace).meta()
+        if not meta:
+            raise ConfigError(
+                f"there is no index {namespace!r} on this Redis (no nd:{{{namespace}}}:meta)"
+            )
+        return cls.from_meta(client, namespace, meta)
+
+    @classmethod
+    def from_meta(
+        cls, client: redis.Redis | RedisCluster, namespace: str, meta: dict[str, Any]
+    ) -> RedisIndex:
+        """The index that `meta` describes (an index's meta hash, or an export's header):
+        its layout, block scheme, retention and fingerprint version, bound."""
+        if meta.get("layout") != LAYOUT:
+            raise ConfigError(
+                f"index {namespace!r} is in key layout {meta.get('layout', '1')}, not {LAYOUT}"
+            )
+        index = cls(
+            client, BlockScheme.parse(meta["scheme"]), namespace, retention=int(meta["retention"])
+        )
+        index.bind(meta["version"])
+        return index
+
+    # ------------------------------------------------------------------ lookup
+
+    def _snapshot(self) -> Snapshot:
+        seq, first, log, cutoff, oldest = self._eval(lua.SNAPSHOT, self.retention)
+        return Snapshot(int(seq), np.frombuffer(log, LOG), int(first), int(cutoff), oldest.decode())
+
+    def lookup(self, queries: Sequence[Query]) -> list[Found]:
+        if not queries:
+            return []
+        snap = self._snapshot()
+        self._mark = snap.seq
+        if snap.oldest_pending:
+            self._repair(snap.oldest_pending)
+        names, shards, per = self._probed_buckets(queries)
+        groups = _by_shard(shards)
+        dhs = [digest_hash(q.digest) for q in queries]
+        batch = self._batch()
+        for group in groups:
+            keys = [names[i] for i in group]
+            batch.add(keys[0], "MGET", *keys)
+        for dh in dhs:
+            key = self.layout.digest(dh)
+            batch.add(key, "HGET", key, dh[2:])
+        replies = self._call(batch.execute)
+        buckets: list[bytes | None] = [None] * len(names)
+        for group, got in zip(groups, replies, strict=False):
+            for i, v in zip(group, got, strict=True):
+                buckets[i] = v
+        digests = replies[len(groups) :]
+
+        tail = self.max_bucket * ENTRY.itemsize
+        log_nums = np.arange(snap.first + 1, snap.seq + 1, dtype=np.int64)
+        near: list[dict[int, int]] = []  # per query: number -> fingerprint
+        exact: list[int | None] = []
+        for at, (q, dh, dg) in enumerate(zip(queries, dhs, digests, strict=True)):
+            found: dict[int, int] = {}
+            raw = b"".join(v[-tail:] for v in buckets[at * per : (at + 1) * per] if v)
+            if raw:
+                e = np.frombuffer(raw, ENTRY)
+                keep = (np.bitwise_count(e["fp"] ^ np.uint64(q.fingerprint)) <= self.scheme.k) & (
+                    e["num"] > snap.cutoff
+                )
+                found.update(zip(e["num"][keep].tolist(), e["fp"][keep].tolist(), strict=True))
+            ex = int(dg) if dg is not None else None
+            if len(snap.log):
+                mine = snap.log["space"] == q.space.encode()
+                close = mine & (
+                    np.bitwise_count(snap.log["fp"] ^ np.uint64(q.fingerprint)) <= self.scheme.k
+                )
+                found.update(
+                    zip(log_nums[close].tolist(), snap.log["fp"][close].tolist(), strict=True)
+                )
+                same = np.flatnonzero(mine & (snap.log["dh"] == np.void(dh)))
+                if len(same):
+                    ex = int(log_nums[same[0]])
+            near.append({n: fp for n, fp in found.items() if n > snap.cutoff})
+            exact.append(ex if ex is not None and ex > snap.cutoff else None)
+
+        ids = self._ids({n for f in near for n in f} | {n for n in exact if n is not None})
+        out = []
+        for q, f, ex in zip(queries, near, exact, strict=True):
+            cands = [
+                Candidate(ids[n], fp, (fp ^ q.fingerprint).bit_count())
+                for n, fp in f.items()
+                if n in ids
+            ]
+            cands.sort(key=lambda c: (c.distance, c.id))
+            out.append(Found(ids.get(ex) if ex is not None else None, cands))
+        return out
+
+    def _ids(self, numbers: Iterable[int]) -> dict[int, str]:
+        """Ids of committed documents; a deleted one's number has none."""
+        groups: dict[int, list[int]] = {}
+        for n in numbers:
+            groups.setdefault(n // IDS_PER_HASH, []).append(n)
+        if not groups:
+            return {}
+        batch = self._batch()
+        for j, nums in groups.items():
+            key = self.layout.ids(j)
+            batch.add(key, "HMGET", key, *(n % IDS_PER_HASH for n in nums))
+        out = {}
+        for nums, got in zip(groups.values(), self._call(batch.execute), strict=True):
+            out.update({n: r.decode() for n, r in zip(nums, got, strict=True) if r is not None})
+        return out
+
+    def texts(self, ids: Sequence[str]) -> dict[str, str]:
+        if not ids:
+            return {}
+        by_shard: dict[int, list[str]] = {}
+        for i in dict.fromkeys(ids):
+            by_shard.setdefault(text_shard(i), []).append(i)
+        batch = self._batch()
+        for group in by_shard.values():
+            keys = [self.layout.text(i) for i in group]
+            batch.add(keys[0], "MGET", *keys)
+        out = {}
+        for group, got in zip(by_shard.values(), self._call(batch.execute), strict=True):
+            out.update({i: unpack_text(r) for i, r in zip(group, got, strict=True) if r})
+        return out
+
+    def decisions(self, ids: Sequence[str]) -> dict[str, Decision]:
+        if not ids:
+            return {}
+        replies = self._call(self.client.mget, [self.layout.decision(i) for i in ids])
+        return {i: parse_decision(r)[0] for i, r in zip(ids, replies, strict=True) if r}
+
+    # ------------------------------------------------------------------ commit
+
+    def commit(self, items: Sequence[Commit]) -> Committed:
+        return self._commit(items, [digest_hash(i.entry.digest) if i.entry else b"" for i in items])
+
+    def _commit(self, items: Sequence[Commit], dhs: list[bytes]) -> Committed:
+        if not items:
+            return Committed(0, {})
+        indexing = [i.entry if not i.replay else None for i in items]
+        for e in indexing:
+            if e is not None and len(e.space.encode()) > 8:
+                raise ConfigError(f"fingerprint space {e.space!r} is longer than 8 bytes")
+        written = self._write_texts(indexing)
+        done, upto, reply = len(items), self._mark, None
+        for _ in range(COMMIT_ROUNDS):
+            args: list[Any] = [  # ARGV[2..6] of scripts/commit.lua, then 4 per item
+                upto,
+                done,
+                self.decision_ttl,
+                self.keep,
+                self.granularity,
+            ]
+            for item, e, dh in zip(items[:done], indexing, dhs, strict=False):
+                kind = "r" if item.replay else ("e" if e is not None else "x")
+                body = item.decision.to_json()
+                if e is None:
+                    args += [item.decision.id, kind, body, b""]
+                else:
+                    entry = (
+                        e.fingerprint.to_bytes(8, "little") + dh + e.space.encode().ljust(8, b"\0")
+                    )
+                    args += [item.decision.id, kind, f"{e.space} {dh.hex()}\n{body}", entry]
+            reply = self._eval(lua.COMMIT, *args)
+            if reply[0] != b"stale":
+                break
+            upto = int(reply[1])
+            done = min(done, self._first_conflict(indexing[:done], dhs, reply[2]))
+            if done == 0:
+                break
+        else:
+            done = 0
+        if reply is None or reply[0] != b"ok" or done == 0:
+            self._drop_texts([items[i].decision.id for i in written])
+            return Committed(0, {})
+
+        stored: dict[int, Decision] = {}
+        applied: list[tuple[int, int, str, bytes]] = []
+        unindexed = []  # ids whose text must not stay: written by us, or an old orphan
+        for i, (item, outcome) in enumerate(zip(items, reply[1], strict=False)):
+            if outcome.startswith(b"s"):
+                stored[i] = parse_decision(outcome[1:])[0]
+                if i in written:
+                    unindexed.append(item.decision.id)
+            elif outcome.startswith(b"n"):
+                e = indexing[i]
+                assert e is not None
+                applied.append((int(outcome[1:]), e.fingerprint, e.space, dhs[i]))
+            elif not item.replay:
+                unindexed.append(item.decision.id)
+        unindexed += [items[i].decision.id for i in written if i >= done]
+        if applied:
+            self._apply(applied, reply[2].decode())
+        self._drop_texts(unindexed)
+        return Committed(done, stored)
+
+    def _first_conflict(self, indexing: Sequence[Any], dhs: list[bytes], raw: bytes) -> int:
+        """Position of the first document to index that one committed meanwhile (in `raw`
+        log entries) makes stale: within k in the same space, or the same digest."""
+        log = np.frombuffer(raw, LOG)
+        if not len(log):
+            return len(indexing)
+        for i, e in enumerate(indexing):
+            if e is None:
+                continue
+            mine = log["space"] == e.space.encode()
+            close = np.bitwise_count(log["fp"] ^ np.uint64(e.fingerprint)) <= self.scheme.k
+            if np.any(mine & (close | (log["dh"] == np.void(dhs[i])))):
+                return i
+        return len(indexing)
+
+    def _write_texts(self, indexing: Sequence[Any]) -> set[int]:
+        """Store the texts of the documents about to be indexed; positions actually
+        written (a text already there belongs to an earlier decision of that id)."""
+        at = [i for i, e in enumerate(indexing) if e is not None]
+        if not at:
+            return set()
+        batch = self._batch()
+        expiry = ("EX", self.text_ttl) if self.text_ttl else ()
+        for i in at:
+            key = self.layout.text(indexing[i].id)
+            batch.add(key, "SET", key, pack_text(indexing[i].text), "NX", *expiry)
+        return {i for i, ok in zip(at, self._call(batch.execute), strict=True) if ok}
+
+    def _drop_texts(self, ids: Sequence[str]) -> None:
+        if ids:
+            batch = self._batch()
+            for i in ids:
+                key = self.layout.text(i)
+                batch.add(key, "DEL", key)
+            self._call(batch.execute)
+
+    def _apply(self, docs: Sequence[tuple[int, int, str, bytes]], member: str) -> None:
+        """Step 4: the committed documents into the shards, then off the pending set."""
+        keys = self.scheme.key_array([fp for _, fp, _, _ in docs])
+        per = keys.shape[1]
+        spaces = [space for _, _, space, _ in docs for _ in range(per)]
+        names, bucket_shards = self.layout.buckets(
+            spaces, np.tile(np.arange(per), len(docs)), keys.ravel()
+        )
+        entries = [fp.to_bytes(8, "little") + num.to_bytes(4, "little") for num, fp, _, _ in docs]
+        shards: dict[int, tuple[list[str], list[bytes], list[str], list[Any]]] = {}
+        for group in _by_shard(bucket_shards):
+            shards[int(bucket_shards[group[0]])] = (
+                [names[i] for i in group],
+                [entries[i // per] for i in group],
+                [],
+                [],
+            )
+        for num, _, _, dh in docs:
+            _, _, digests, fields = shards.setdefault(dh[0] % SHARDS, ([], [], [], []))
+            digests.append(self.layout.digest(dh))
+            fields += [dh[2:], num]
+        # A bucket is cut back to its newest max_bucket entries once it holds half as many
+        # again: rewrites stay rare, and a lookup reads at most 1.5 x max_bucket entries.
+        limit = self.max_bucket * ENTRY.itemsize * 3 // 2
+        keep = self.max_bucket * ENTRY.itemsize
+        batch = self._batch()
+        for buckets, values, digests, fields in shards.values():
+            batch.add(
+                buckets[0] if buckets else digests[0],
+                "EVAL",
+                lua.APPLY_SHARD,
+                len(buckets) + len(digests),
+                *buckets,
+                *digests,
+                len(buckets),
+                limit,
+                keep,
+                self.keep,
+                *values,
+                *fields,
+            )
+        self._call(batch.execute)
+        self._eval(lua.APPLIED, member, LOG_KEEP)
+
+    def _repair(self, member: str) -> None:
+        """Apply a range whose committer went away between its commit and its apply."""
+        first, last, when = (int(x) for x in member.split(":"))
+        if time.time() - when < REPAIR_AFTER:
+            return
+        claim = self.layout.repair(first)
+        if not self._call(lambda: self.client.set(claim, 1, nx=True, ex=60)):
+            return  # another consumer is on it
+        base = int(self._call(self.client.get, self.layout.logbase) or 0)
+        start, end = (first - 1 - base) * LOG.itemsize, (last - base) * LOG.itemsize - 1
+        raw = self._call(self.client.getrange, self.layout.log, start, end)
+        log = np.frombuffer(raw, LOG)
+        docs = [
+            (first + i, int(e["fp"]), bytes(e["space"]).rstrip(b"\0").decode(), bytes(e["dh"]))
+            for i, e in enumerate(log)
+        ]
+        self._apply(docs, member)

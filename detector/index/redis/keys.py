@@ -1,0 +1,153 @@
+"""The key layout of a Redis index: every key name, which slot it lives in, and what the
+values hold. Layout 2, for index NAME:
+
+The keys the commit must read and write atomically share the hash tag {NAME}, one slot
+(the coordinator); everything that grows with the index is spread over SHARDS hash tags
+{NAME/0} .. {NAME/63}, which a Redis Cluster spreads over its primaries. On a single
+server the keys are the same.
+
+  coordinator, nd:{NAME}:
+    meta              hash    layout, fingerprint version, block scheme, retention
+    seq               string  number of the last committed document
+    log               string  LOG entries (fingerprint, digest hash, space) of documents
+                              logbase+1 .. seq: the recent ones, read by lookups until the
+                              shards have them and by commits to check for conflicts
+    logbase           string
+    pending           zset    committed ranges "first:last:time" not yet applied to the
+                              shards, scored by first
+    epochs            zset    member seq, score the time of the commit that numbered it: one
+                              per window of `granularity` seconds, the window's last commit
+    id:{N>>7}         hash    N & 127 -> id of document number N
+    dec:{ID}          string  the decision JSON; "N SPACE DIGESTHASH\\n" before it when the
+                              document is indexed (what `delete` and `export` need)
+    repair:{FIRST}    string  a consumer's claim to apply the pending range FIRST:...
+  shard S, nd:{NAME/S}:
+    b:{SPACE}:{T}:{KEY}   string  bucket KEY of block table T: 12-byte entries (fingerprint
+                                  8 little endian, number 4), oldest first
+    dg:{H[:2]}        hash    H[2:] -> number; H is the 16-byte hash of a token-stream digest
+    tx:{ID}           string  LZ4 of the normalized text (literal pass)
+
+The Lua scripts (scripts/*.lua) name the coordinator's keys themselves, from its prefix.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import xxhash
+
+from ...errors import ConfigError
+from ...hashing import fmix64
+from ...records import Decision
+
+LAYOUT = "2"
+SHARDS = 64
+ENTRY = np.dtype([("fp", "<u8"), ("num", "<u4")])
+LOG = np.dtype([("fp", "<u8"), ("dh", "V16"), ("space", "S8")])
+IDS_PER_HASH = 128  # stays within Redis's compact listpack encoding of small hashes
+
+
+def digest_hash(digest: str) -> bytes:
+    """16 bytes for any digest string, so log entries and digest fields have one size."""
+    return xxhash.xxh3_128_digest(digest.encode("utf-8", "surrogatepass"))
+
+
+def text_shard(doc_id: str) -> int:
+    return zlib.crc32(doc_id.encode("utf-8", "surrogatepass")) % SHARDS
+
+
+class Layout:
+    """The key names of one index."""
+
+    def __init__(self, namespace: str) -> None:
+        if not namespace or any(c in namespace for c in "{}:/ "):
+            raise ConfigError(
+                f"index name {namespace!r} must be non-empty, without {{}}:/ or spaces"
+            )
+        self.namespace = namespace
+        self.prefix = f"nd:{{{namespace}}}:"  # the coordinator's
+        self.meta = self.prefix + "meta"
+        self.seq = self.prefix + "seq"
+        self.log = self.prefix + "log"
+        self.logbase = self.prefix + "logbase"
+        self.epochs = self.prefix + "epochs"
+        self.patterns = (f"{self.prefix}*", f"nd:{{{namespace}/*")  # every key, for SCAN
+
+    def ids(self, j: int) -> str:
+        """The id map of the numbers j * IDS_PER_HASH .. (j + 1) * IDS_PER_HASH - 1."""
+        return f"{self.prefix}id:{j}"
+
+    def decision(self, doc_id: str) -> str:
+        return f"{self.prefix}dec:{doc_id}"
+
+    def repair(self, first: int) -> str:
+        return f"{self.prefix}repair:{first}"
+
+    def shard_prefix(self, shard: int) -> str:
+        return f"nd:{{{self.namespace}/{shard}}}:"
+
+    def bucket(self, space: str, table: int, key: int) -> str:
+        names, _ = self.buckets([space], np.array([table]), np.array([key], np.uint64))
+        return names[0]
+
+    def buckets(
+        self, spaces: Sequence[str], tables: np.ndarray, keys: np.ndarray
+    ) -> tuple[list[str], np.ndarray]:
+        """Names and shards of the buckets (space, table, key), pair by pair. The shard is
+        a hash of the three, computed for a whole batch at once: a batch names some 7,000
+        buckets twice, and hashing each name's text cost a quarter of serve's time."""
+        salt = {
+            sp: np.uint64(zlib.crc32(sp.encode("utf-8", "surrogatepass"))) for sp in set(spaces)
+        }
+        with np.errstate(over="ignore"):
+            mixed = keys.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+            mixed ^= tables.astype(np.uint64) << np.uint64(56)
+            if len(salt) == 1:
+                mixed ^= next(iter(salt.values()))
+            else:
+                mixed ^= np.array([salt[sp] for sp in spaces], np.uint64)
+        shards = fmix64(mixed) % np.uint64(SHARDS)
+        prefixes = {sp: self._bucket_prefixes(sp) for sp in salt}
+        names = [
+            prefixes[sp][s] + f"{t}:{k:x}"
+            for sp, s, t, k in zip(
+                spaces, shards.tolist(), tables.tolist(), keys.tolist(), strict=True
+            )
+        ]
+        return names, shards
+
+    @functools.lru_cache(maxsize=64)  # noqa: B019 - an index lives for the whole run
+    def _bucket_prefixes(self, space: str) -> list[str]:
+        return [f"{self.shard_prefix(s)}b:{space}:" for s in range(SHARDS)]
+
+    def digest(self, dh: bytes) -> str:
+        """The hash of a digest's field: one of 65,536, by its first two bytes."""
+        return f"{self.shard_prefix(dh[0] % SHARDS)}dg:{dh[:2].hex()}"
+
+    def text(self, doc_id: str) -> str:
+        return f"{self.shard_prefix(text_shard(doc_id))}tx:{doc_id}"
+
+
+@dataclass(frozen=True)
+class Stored:
+    """An indexed document as the coordinator knows it, from its decision key."""
+
+    num: int
+    space: str
+    digest_hash: bytes
+    decision: Decision
+
+
+def parse_decision(value: bytes) -> tuple[Decision, Stored | None]:
+    """A decision key's value: the decision, and for an indexed document what it is."""
+    head, _, body = value.partition(b"\n") if not value.startswith(b"{") else (b"", b"", value)
+    decision = Decision.from_dict(json.loads(body))
+    if not head:
+        return decision, None
+    num, space, dh = head.decode().split(" ")
+    return decision, Stored(int(num), space, bytes.fromhex(dh), decision)
