@@ -223,7 +223,7 @@ def _smoke(code: Path, corpus: Path | None) -> str | None:
         [
             sys.executable,
             "-c",
-            "import detector.cli, detector.pipeline, detector.index.memory, detector.config",
+            "import detector.cli, detector.pipeline, detector.index.memory, detector.options",
         ],
         timeout=120,
         env=env,

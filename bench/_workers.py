@@ -2,7 +2,7 @@
 
     python bench/_workers.py NAME '{"json": "arguments"}'   -> one JSON line on stdout
 
-pipeline     the `run()` of `neardup detect`, timed in process (no start-up, no imports)
+pipeline     the loop of `neardup detect`, timed in process (no start-up, no imports)
 fingerprint  normalize + features + SimHash alone, pinned to one CPU (the caller sets the
              BLAS/OpenMP thread variables in the environment; the affinity is set here
              before numpy is imported)
@@ -22,14 +22,14 @@ from typing import Any
 
 
 def _settings(opts: dict[str, Any]):  # type: ignore[no-untyped-def]
-    from detector.config import EngineSettings
+    from detector.settings import EngineSettings
 
     return EngineSettings(**opts)
 
 
 def pipeline(args: dict[str, Any]) -> dict[str, Any]:
     """`neardup detect` in process, `repeat` times: `detector.cli.main([...])` with
-    `detector.pipeline.run` wrapped in a timer, so the figure is exactly the run() that the
+    `detector.pipeline.Loop.run` wrapped in a timer, so the figure is exactly the loop that the
     command calls, with the command's own arguments (reading the gzip input, parsing,
     fingerprinting, deciding, writing the decisions), and none of the interpreter start-up
     or the imports (done before the clock starts). Also timed: the whole main() call, which
@@ -41,7 +41,7 @@ def pipeline(args: dict[str, Any]) -> dict[str, Any]:
     import detector.stream.files
 
     imports = time.perf_counter() - t0
-    real_run = detector.pipeline.run
+    real_run = detector.pipeline.Loop.run
     timed: list[float] = []
 
     def timed_run(*a: Any, **kw: Any) -> Any:
@@ -51,7 +51,7 @@ def pipeline(args: dict[str, Any]) -> dict[str, Any]:
         finally:
             timed.append(time.perf_counter() - t)
 
-    detector.pipeline.run = timed_run  # type: ignore[assignment]
+    detector.pipeline.Loop.run = timed_run  # type: ignore[method-assign]
     argv = ["detect", args["corpus"], "-o", args["out"], "--no-progress", *args.get("extra", [])]
     runs = []
     for _ in range(args.get("repeat", 1)):
@@ -160,8 +160,8 @@ def memory(args: dict[str, Any]) -> dict[str, Any]:
     import gc
     import tracemalloc
 
+    from detector.decide import Detector
     from detector.index.memory import MemoryIndex
-    from detector.pipeline import Detector
     from detector.records import parse_document
     from detector.stream.files import input_label, open_input, read_lines
     from detector.tokenize import char_classes

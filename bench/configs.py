@@ -56,11 +56,11 @@ NOT_TABLES = ("_texts", "_digests", "_decisions")
 
 
 def api() -> Any:
-    """detector.blocks and detector.config of the code measured (imported once the
+    """detector.blocks and detector.settings of the code measured (imported once the
     snapshot is taken)."""
     sys.path.insert(0, str(Code.dir))
     import detector.blocks
-    import detector.config
+    import detector.settings
 
     return detector
 
@@ -113,8 +113,11 @@ class _Config:
 
 def configurations(quick: bool) -> list[_Config]:
     """The configurations in table order (the quick subset with quick); duplicates dropped.
-    Unless a row says otherwise: the scheme and threshold of detector.config."""
-    defaults = {"scheme": api().config.DEFAULT_SCHEME, "threshold": api().config.DEFAULT_THRESHOLD}
+    Unless a row says otherwise: the scheme and threshold of detector.settings."""
+    defaults = {
+        "scheme": api().settings.DEFAULT_SCHEME,
+        "threshold": api().settings.DEFAULT_THRESHOLD,
+    }
 
     def Config(**kw: Any) -> _Config:
         return _Config(**{**defaults, **kw})

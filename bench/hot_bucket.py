@@ -30,10 +30,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from detector.decide import Detector  # noqa: E402
 from detector.evaluate import evaluate, load_jsonl  # noqa: E402
 from detector.index import DEFAULT_MAX_BUCKET, Commit, Entry, Index, Query  # noqa: E402
 from detector.index.memory import MemoryIndex  # noqa: E402
-from detector.pipeline import Detector, prepare  # noqa: E402
+from detector.pipeline import Limits, prepare  # noqa: E402
 from detector.records import Decision  # noqa: E402
 from detector.settings import EngineSettings  # noqa: E402
 from detector.stream.files import input_label, open_input, read_lines  # noqa: E402
@@ -132,7 +133,7 @@ def recall(corpus: Path, truth: Path, caps: list[int]) -> None:
         )
         decisions = []
         for at in range(0, len(raw), 512):
-            batch = prepare(detector.engine, raw[at : at + 512], settings.max_bytes)
+            batch = prepare(detector.engine, raw[at : at + 512], Limits(settings.max_bytes))
             decisions += [d.to_dict() for d in detector.process(batch.docs, batch.prints)]
         s = evaluate(decisions, truth_rows, 0.8)
         print(f"| {cap:,} | {s['precision']:.3f} | {s['recall']:.4f} | {s['f1']:.3f} |", flush=True)

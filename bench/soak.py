@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import sys
 import threading
@@ -44,9 +45,9 @@ sys.path.insert(0, str(ROOT))
 
 from detector.bench import Run, _records, throughput  # noqa: E402
 from detector.blocks import BlockScheme  # noqa: E402
-from detector.config import env, env_bool  # noqa: E402
-from detector.index.connect import RedisSettings  # noqa: E402
 from detector.index.redis import RedisIndex  # noqa: E402
+from detector.index.redis.connect import RedisSettings  # noqa: E402
+from detector.options import Config  # noqa: E402
 from detector.settings import DEFAULT_SCHEME  # noqa: E402
 from detector.stream.kafka import KafkaSettings  # noqa: E402
 
@@ -169,11 +170,12 @@ def main() -> int:
     p.add_argument("--scheme", default=DEFAULT_SCHEME)
     a = p.parse_args()
     corpus = a.corpus or (DEFAULT_CORPUS if DEFAULT_CORPUS.is_file() else FALLBACK_CORPUS)
+    config = Config.load(os.environ)  # NEARDUP_* and the file of NEARDUP_CONFIG, as neardup
     args = SimpleNamespace(
-        kafka=KafkaSettings(env("bootstrap_servers") or "127.0.0.1:9092"),
+        kafka=KafkaSettings(config.value("bootstrap-servers", "bench")),
         redis=RedisSettings.from_options(
-            env("redis_url") or "redis://127.0.0.1:6379/0",
-            cluster=env_bool("redis_cluster", False),
+            config.value("redis-url", "bench"),
+            cluster=config.value("redis-cluster", "bench"),
         ),
         scheme=a.scheme,
         batch_size=a.batch_size,

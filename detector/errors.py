@@ -3,8 +3,12 @@
 DetectorError
  ├── ConfigError          bad options, files or settings: fix and rerun
  ├── BadRecord            one input record is unusable: dead-letter it, carry on
- └── BackendUnavailable   Redis or Kafka did not answer: back off and retry
-      └── (permanent failures such as wrong credentials are ConfigError)
+ ├── BackendUnavailable   Redis or Kafka did not answer: back off and retry
+ │    └── (permanent failures such as wrong credentials are ConfigError)
+ └── Contention           another consumer committed a conflicting document first:
+                          decide the rest of the batch again (not an outage)
+
+detector/retry.py names the classes a retry cures (BackendUnavailable, Contention) once.
 
 A refused password, a missing ACL permission or an untrusted TLS certificate is a
 ConfigError even when the client library reports it as a connection failure: retrying
@@ -35,6 +39,11 @@ class BadRecord(DetectorError):
 
 class BackendUnavailable(DetectorError):
     """A server the detector depends on is temporarily unreachable."""
+
+
+class Contention(DetectorError):
+    """A commit met documents another consumer indexed since the lookup: the servers are
+    fine, the batch (from the conflict on) must be decided again against a new lookup."""
 
 
 E = TypeVar("E", bound=BaseException)

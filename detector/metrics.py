@@ -19,7 +19,11 @@ CONFLICTS = Counter(
     "neardup_commit_conflicts_total",
     "Commits that met another consumer's documents and were redone",
 )
-RETRIES = Counter("neardup_backend_retries_total", "Waits for an unavailable backend", ["backend"])
+RETRIES = Counter(
+    "neardup_retries_total",
+    "Loop steps retried (a backend away, or conflicts outlasting retries)",
+    ["step"],
+)
 BATCH_SECONDS = Histogram(
     "neardup_batch_seconds",
     "Time from poll to committed offsets",

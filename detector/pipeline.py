@@ -1,8 +1,21 @@
-"""The batch flow: fingerprint, look up, verify, decide, index, publish, commit.
+"""The loop, written once: `neardup detect` and `neardup serve` both run `Loop.run`.
 
-`Detector.process` decides a batch against an index; `run` drives a source and a sink.
-The same code serves `neardup detect` (file source, JSONL sink, memory index) and
-`neardup serve` (Kafka source and sink, Redis index).
+One batch, in this order:
+  1. poll a batch from the source
+  2. parse and validate; bad records become error (dead-letter) records with a reason
+  3. fingerprint the batch
+  4. decide and index: one lookup for candidates, the literal pass, the atomic
+     check-and-insert (decide.py; redone from a conflict if another consumer was first)
+  5. publish the decisions and the error records to the sink
+  6. flush the sink: every decision and error record acknowledged (or written)
+  7. commit the source's position (Kafka: the offsets)
+A crash anywhere before 7 delivers the batch again; the index remembers every decision by
+id, so the redelivered records get the decisions already published. Steps 4 to 7 wait out
+a backend outage (retry.LOOP) and lose nothing; a stop request ends the loop between
+batches, never inside one.
+
+Steps 2 and 3 need no index, so with `workers` they run in other processes ahead of the
+decisions (`neardup detect --workers N`), which stay in source order in this one.
 """
 
 from __future__ import annotations
@@ -10,21 +23,17 @@ from __future__ import annotations
 import multiprocessing
 import time
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol, TypeVar
 
-import numpy as np
-
-from . import __version__
-from .backoff import ExponentialBackoff
-from .blocks import BlockScheme
+from .decide import Detector
 from .engine import Engine, Print
-from .errors import BackendUnavailable, BadRecord
-from .index import Candidate, Commit, Entry, Index, Query
+from .errors import BadRecord
 from .normalize import normalize
 from .records import (
+    DEFAULT_MAX_BYTES,
     DEFAULT_MAX_TOKENS,
     Decision,
     Document,
@@ -32,214 +41,43 @@ from .records import (
     error_record,
     parse_document,
 )
+from .retry import LOOP, Retry
+from .stream import Batch, Sink, Source
 from .tokenize import count_tokens
-from .verify import LiteralCheck, jaccard
 
-MAX_ATTEMPTS = 20
-CONFLICT_BACKOFF = ExponentialBackoff(base=0.001, cap=0.1)
+T = TypeVar("T")
 
 
-class Detector:
-    """Decides batches of documents in order against an index."""
+@dataclass(frozen=True)
+class Limits:
+    """What one record may weigh: larger ones are error records, not decisions."""
 
-    def __init__(
-        self,
-        engine: Engine,
-        index: Index,
-        scheme: BlockScheme,
-        literal: LiteralCheck,
-        max_candidates: int = 32,
-        bind: bool = True,
-    ) -> None:
-        self.engine = engine
-        self.index = index
-        self.scheme = scheme
-        self.literal = literal
-        self.max_candidates = max_candidates
-        self.conflicts = 0  # commits that met another consumer's documents
-        if bind:  # a server-side index binds once its server answers
-            index.bind(engine.version)
-
-    def process(self, docs: list[Document], prints: list[Print] | None = None) -> list[Decision]:
-        """Decide a batch in order; each document sees the index and the batch before it.
-
-        Optimistic: decide against a lookup, then commit. If another consumer indexed a
-        conflicting document meanwhile, the commit stops there and the rest of the batch
-        is decided again against a fresh lookup, which now sees that document.
-        """
-        if prints is None:
-            prints = self.engine.fingerprint(docs)
-        out: list[Decision] = []
-        for attempt in range(MAX_ATTEMPTS):
-            start = len(out)
-            items = self._decide(docs[start:], prints[start:])
-            committed = self.index.commit(items)
-            for i, item in enumerate(items[: committed.done]):
-                out.append(committed.stored.get(i, item.decision))
-                if item.entry is not None:  # recent documents are the likeliest originals
-                    self.literal.remember(item.decision.id, prints[start + i].shingles)
-            if len(out) == len(docs):
-                return out
-            self.conflicts += 1
-            time.sleep(CONFLICT_BACKOFF.compute(attempt))
-        raise BackendUnavailable(f"the index kept changing under {MAX_ATTEMPTS} attempts")
-
-    def _decide(self, docs: list[Document], prints: list[Print]) -> list[Commit]:
-        prior = self.index.decisions([d.id for d in docs])
-        found = self.index.lookup([Query(p.space, p.fingerprint, p.digest) for p in prints])
-        wanted = {c.id for f in found for c in f.candidates[: self.max_candidates]}
-        self.literal.load(self.index.texts(sorted(wanted - self.literal.cached_ids(wanted))))
-        near = self._near_in_batch(prints)
-        digests: dict[str, str] = {}  # digest -> id of this batch's indexed documents
-        decided: dict[str, Decision] = {}
-        indexed: dict[int, str] = {}  # position in batch -> id, for documents indexed
-        positions: dict[str, int] = {}  # and back
-        items = []
-        for i, (doc, p, f) in enumerate(zip(docs, prints, found, strict=True)):
-            earlier = prior.get(doc.id) or decided.get(doc.id)
-            if earlier is not None:  # redelivered: the same answer again
-                items.append(Commit(earlier, None, replay=True))
-                continue
-            exact = f.exact or digests.get(p.digest)
-            if exact is not None:
-                d = self._decision(doc.id, p, exact, 0, 1.0, exact=True)
-                items.append(Commit(d, None))
-            else:
-                local = [
-                    Candidate(indexed[j], prints[j].fingerprint, dist)
-                    for j, dist in near.get(i, ())
-                    if j in indexed
-                ]
-                d = self._verify(doc.id, p, f.candidates + local, prints, positions)
-                digests.setdefault(p.digest, doc.id)
-                positions[doc.id] = i
-                indexed[i] = doc.id
-                items.append(Commit(d, Entry(doc.id, p.space, p.fingerprint, p.digest, p.text)))
-            decided[doc.id] = d
-        return items
-
-    def _near_in_batch(self, prints: list[Print]) -> dict[int, list[tuple[int, int]]]:
-        """For each document, the earlier ones of the batch within distance k."""
-        fps = np.array([p.fingerprint for p in prints], np.uint64)
-        spaces = np.array([p.space for p in prints])
-        out: dict[int, list[tuple[int, int]]] = {}
-        for top in range(0, len(fps), 1024):  # row blocks keep a large batch's matrix small
-            rows = np.arange(top, min(top + 1024, len(fps)))
-            dist = np.bitwise_count(fps[rows, None] ^ fps[None, : rows[-1]])
-            close = (dist <= self.scheme.k) & (spaces[rows, None] == spaces[None, : rows[-1]])
-            close &= rows[:, None] > np.arange(rows[-1])[None, :]
-            for r, j in zip(*np.nonzero(close), strict=True):
-                out.setdefault(int(rows[r]), []).append((int(j), int(dist[r, j])))
-        return out
-
-    def _verify(
-        self,
-        doc_id: str,
-        p: Print,
-        candidates: list[Candidate],
-        batch: list[Print],
-        in_batch: dict[str, int],
-    ) -> Decision:
-        """The literal pass: the most similar candidate above the threshold, if any."""
-        if not candidates:
-            return self._decision(doc_id, p, None, None, None)
-        candidates = sorted(candidates, key=lambda c: (c.distance, c.id))[: self.max_candidates]
-        mine = p.shingles
-        best: tuple[float, Candidate] | None = None
-        for c in candidates:
-            theirs = batch[in_batch[c.id]].shingles if c.id in in_batch else self.literal.get(c.id)
-            if theirs is None:  # evicted from the cache since the batch's prefetch
-                self.literal.load(self.index.texts([c.id]))
-                theirs = self.literal.get(c.id)
-            if theirs is None:
-                continue  # its text has expired: unverifiable, so not a duplicate
-            sim = jaccard(mine, theirs)
-            if best is None or sim > best[0]:
-                best = (sim, c)
-        if best is not None and best[0] >= self.literal.threshold:
-            return self._decision(doc_id, p, best[1].id, best[1].distance, best[0])
-        return self._decision(doc_id, p, None, None, None)
-
-    def _decision(
-        self,
-        doc_id: str,
-        p: Print,
-        dup: str | None,
-        distance: int | None,
-        similarity: float | None,
-        exact: bool = False,
-    ) -> Decision:
-        return Decision(
-            id=doc_id,
-            duplicate_of=dup,
-            fingerprint=p.fingerprint,
-            distance=distance,
-            similarity=similarity,
-            exact=exact,
-            features=self.engine.version,
-            namespace=self.index.namespace,
-            detector=__version__,
-        )
+    max_bytes: int = DEFAULT_MAX_BYTES
+    max_tokens: int = DEFAULT_MAX_TOKENS
 
 
-class Sink(Protocol):
-    def decisions(self, decisions: list[Decision]) -> None: ...
-    def error(self, record: dict[str, object]) -> None: ...
-    def flush(self) -> None: ...
-
-
-@dataclass
-class Counts:
-    records: int = 0
-    unique: int = 0
-    duplicates: int = 0
-    exact: int = 0
-    errors: int = 0
-    reasons: dict[str, int] = field(default_factory=dict)
-    seconds: float = 0.0
-
-    def summary(self) -> str:
-        rate = self.records / self.seconds if self.seconds else 0.0
-        reasons = ", ".join(f"{k} {v}" for k, v in sorted(self.reasons.items()))
-        return (
-            f"{self.records} records: {self.unique} unique, {self.duplicates} duplicates "
-            f"({self.exact} exact copies), {self.errors} errors"
-            f"{' (' + reasons + ')' if reasons else ''}; "
-            f"{self.seconds:.1f} s, {rate:,.0f} records/s"
-        )
-
-
-def batches(records: Iterable[RawRecord], size: int) -> Iterator[list[RawRecord]]:
-    batch: list[RawRecord] = []
-    for r in records:
-        batch.append(r)
-        if len(batch) >= size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
+LIMITS = Limits()
 
 
 @dataclass
 class Prepared:
-    """A batch parsed and fingerprinted: everything that needs no index."""
+    """A batch parsed and fingerprinted (steps 2 and 3): everything that needs no index."""
 
     size: int
     docs: list[Document]
     prints: list[Print]
     errors: list[dict[str, object]]
+    position: object = None
 
 
-def prepare(
-    engine: Engine, batch: list[RawRecord], max_bytes: int, max_tokens: int = DEFAULT_MAX_TOKENS
-) -> Prepared:
-    """Parse, check and fingerprint a batch; a record over a limit is an error record."""
+def prepare(engine: Engine, batch: list[RawRecord], limits: Limits = LIMITS) -> Prepared:
+    """Steps 2 and 3: parse, check and fingerprint; a record over a limit is an error."""
     docs, texts, errors = [], [], []
     for raw, where in batch:
         try:
-            doc = parse_document(raw, max_bytes)
+            doc = parse_document(raw, limits.max_bytes)
             text = normalize(doc.text)
-            check_tokens(text, max_tokens)
+            check_tokens(text, limits.max_tokens)
         except BadRecord as bad:
             errors.append(error_record(bad.reason, bad.detail, raw, **where))
         else:
@@ -259,6 +97,136 @@ def check_tokens(normalized: str, max_tokens: int) -> None:
         raise BadRecord("too_many_tokens", f"{count} tokens, the limit is {max_tokens}")
 
 
+@dataclass
+class Counts:
+    records: int = 0
+    unique: int = 0
+    duplicates: int = 0
+    exact: int = 0
+    errors: int = 0
+    reasons: dict[str, int] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def add(self, batch: Prepared, decisions: list[Decision]) -> None:
+        self.records += batch.size
+        for error in batch.errors:
+            self.errors += 1
+            reason = str(error["reason"])
+            self.reasons[reason] = self.reasons.get(reason, 0) + 1
+        for d in decisions:
+            if d.duplicate_of is None:
+                self.unique += 1
+            else:
+                self.duplicates += 1
+                self.exact += d.exact
+
+    def summary(self) -> str:
+        rate = self.records / self.seconds if self.seconds else 0.0
+        reasons = ", ".join(f"{k} {v}" for k, v in sorted(self.reasons.items()))
+        return (
+            f"{self.records} records: {self.unique} unique, {self.duplicates} duplicates "
+            f"({self.exact} exact copies), {self.errors} errors"
+            f"{' (' + reasons + ')' if reasons else ''}; "
+            f"{self.seconds:.1f} s, {rate:,.0f} records/s"
+        )
+
+
+class Observer(Protocol):
+    """What the loop tells whoever watches it (serve's metrics and health, detect's
+    progress bar). Each method returns quickly and raises nothing."""
+
+    def polled(self, records: int) -> None:
+        """After every poll (step 1), 0 for a quiet one."""
+
+    def retrying(self, step: str, exc: Exception, wait: float) -> None:
+        """A step failed and is retried after `wait` seconds."""
+
+    def done(self, batch: Prepared, decisions: list[Decision], seconds: float) -> None:
+        """After step 7: the batch is committed, `seconds` after its poll."""
+
+
+@dataclass
+class Loop:
+    detector: Detector
+    source: Source
+    sink: Sink
+    limits: Limits = LIMITS
+    observers: Sequence[Observer] = ()
+    retry: Retry = LOOP
+    # Upkeep between batches (serve's retention sweep), at most once per `upkeep_every` s.
+    upkeep: Callable[[], object] | None = None
+    upkeep_every: float = 1.0
+    workers: int = 0
+    start_method: str = "spawn"  # fork is quicker, but only safe without threads (detect)
+    stopping: bool = False  # set from a signal handler: the loop ends after this batch
+    _upkept: float = -float("inf")
+
+    def run(self) -> Counts:
+        counts = Counts()
+        started = time.perf_counter()
+        for batch in self._prepared():  # 1, 2, 3
+            polled = time.perf_counter()
+            for o in self.observers:
+                o.polled(batch.size)
+            if batch.size:
+                decisions = self._one(batch)  # 4 to 7
+                counts.add(batch, decisions)
+                for o in self.observers:
+                    o.done(batch, decisions, time.perf_counter() - polled)
+            if self.stopping:
+                break
+            if self.upkeep is not None and time.monotonic() - self._upkept >= self.upkeep_every:
+                self._step("upkeep", self.upkeep)
+                self._upkept = time.monotonic()
+        counts.seconds = time.perf_counter() - started
+        return counts
+
+    def _one(self, batch: Prepared) -> list[Decision]:
+        def decide() -> list[Decision]:
+            return self.detector.process(batch.docs, batch.prints) if batch.docs else []
+
+        def publish() -> None:
+            for error in batch.errors:
+                self.sink.error(error)
+            self.sink.decisions(decisions)
+            self.sink.flush()
+
+        decisions = self._step("decide", decide)  # 4
+        self._step("publish", publish)  # 5, 6
+        self._step("commit", lambda: self.source.commit(batch.position))  # 7
+        return decisions
+
+    def _step(self, step: str, action: Callable[[], T]) -> T:
+        return self.retry.call(step, action, on_retry=self._retrying)
+
+    def _retrying(self, step: str, exc: Exception, wait: float) -> None:
+        for o in self.observers:
+            o.retrying(step, exc, wait)
+
+    def _prepared(self) -> Iterator[Prepared]:
+        engine, limits = self.detector.engine, self.limits
+        batches = self.source.batches()
+        if self.workers <= 0:
+            for b in batches:
+                yield _prepare_batch(engine, b, limits)
+            return
+        context = multiprocessing.get_context(self.start_method)
+        with ProcessPoolExecutor(self.workers, context, _start_worker, (engine,)) as pool:
+            pending: deque[Future[Prepared]] = deque()
+            for b in batches:
+                pending.append(pool.submit(_prepare_in_worker, b, limits))
+                if len(pending) > 2 * self.workers:
+                    yield pending.popleft().result()
+            while pending:
+                yield pending.popleft().result()
+
+
+def _prepare_batch(engine: Engine, batch: Batch, limits: Limits) -> Prepared:
+    prepared = prepare(engine, batch.records, limits)
+    prepared.position = batch.position
+    return prepared
+
+
 _worker_engine: Engine | None = None
 
 
@@ -267,76 +235,23 @@ def _start_worker(engine: Engine) -> None:
     _worker_engine = engine
 
 
-def _prepare_in_worker(batch: list[RawRecord], max_bytes: int, max_tokens: int) -> Prepared:
+def _prepare_in_worker(batch: Batch, limits: Limits) -> Prepared:
     assert _worker_engine is not None
-    return prepare(_worker_engine, batch, max_bytes, max_tokens)
-
-
-def prepared(
-    engine: Engine,
-    records: Iterable[RawRecord],
-    batch_size: int,
-    max_bytes: int,
-    workers: int,
-    start_method: str = "spawn",
-    max_tokens: int = DEFAULT_MAX_TOKENS,
-) -> Iterator[Prepared]:
-    """Batches parsed and fingerprinted, in order. With workers, that work runs in other
-    processes ahead of the decisions, which must stay in order in this one. Fork starts
-    them at once but is only safe in a process without threads (`detect`, not `serve`)."""
-    if workers <= 0:
-        for batch in batches(records, batch_size):
-            yield prepare(engine, batch, max_bytes, max_tokens)
-        return
-    context = multiprocessing.get_context(start_method)
-    with ProcessPoolExecutor(workers, context, _start_worker, (engine,)) as pool:
-        pending: deque[Future[Prepared]] = deque()
-        for batch in batches(records, batch_size):
-            pending.append(pool.submit(_prepare_in_worker, batch, max_bytes, max_tokens))
-            if len(pending) > 2 * workers:
-                yield pending.popleft().result()
-        while pending:
-            yield pending.popleft().result()
+    return _prepare_batch(_worker_engine, batch, limits)
 
 
 def run(
     detector: Detector,
-    records: Iterable[RawRecord],
+    records: Iterable[bytes | RawRecord],
     sink: Sink,
-    batch_size: int,
-    max_bytes: int,
-    progress: Any = None,
+    batch_size: int = 512,
+    limits: Limits = LIMITS,
     workers: int = 0,
     start_method: str = "spawn",
-    max_tokens: int = DEFAULT_MAX_TOKENS,
 ) -> Counts:
-    """Parse, decide and publish every record; bad ones become error records.
+    """The loop over records in memory (a ListSource): for tests, and for programs that
+    embed the detector."""
+    from .stream.memory import ListSource
 
-    Order per batch: 1. decide (and index) 2. publish decisions and errors 3. flush.
-    A source that must commit (Kafka) commits after run's flush of each batch.
-    """
-    counts = Counts()
-    started = time.perf_counter()
-    batches_ = prepared(
-        detector.engine, records, batch_size, max_bytes, workers, start_method, max_tokens
-    )
-    for batch in batches_:
-        for error in batch.errors:
-            counts.errors += 1
-            reason = str(error["reason"])
-            counts.reasons[reason] = counts.reasons.get(reason, 0) + 1
-            sink.error(error)
-        decisions = detector.process(batch.docs, batch.prints) if batch.docs else []
-        for d in decisions:
-            if d.duplicate_of is None:
-                counts.unique += 1
-            else:
-                counts.duplicates += 1
-                counts.exact += d.exact
-        counts.records += batch.size
-        sink.decisions(decisions)
-        sink.flush()
-        if progress is not None:
-            progress.update(batch.size)
-    counts.seconds = time.perf_counter() - started
-    return counts
+    source = ListSource(records, batch_size)
+    return Loop(detector, source, sink, limits, workers=workers, start_method=start_method).run()

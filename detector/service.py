@@ -1,29 +1,18 @@
-"""`neardup serve`: one consumer-group member, from poll to committed offsets.
+"""`neardup serve` around the loop: signals, health, metrics and upkeep.
 
-The order of one batch, written once:
-  1. poll a batch from the input topic
-  2. parse and validate; bad records go to the dead-letter topic with their reason
-  3. fingerprint the batch
-  4. decide: one Redis round trip for candidates, the literal pass, then the atomic
-     check-and-insert (redone from a conflict if another consumer got there first)
-  5. produce the decisions, keyed by id
-  6. flush the producer: every decision and dead letter acknowledged by the broker
-  7. commit the offsets
-A crash anywhere before 7 redelivers the batch; the index remembers every decision by id,
-so the redelivered records get the decisions already published.
+The batch flow and its commit order are the loop's (detector/pipeline.py); a Service only
+starts it with the Kafka source and sink, stops it on SIGTERM/SIGINT after the batch in
+flight, and reports what it sees to Prometheus and the health endpoint.
 """
 
 from __future__ import annotations
 
 import logging
 import signal
-import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from typing import Any
 
-from .backoff import ExponentialBackoff
-from .errors import BackendUnavailable
+from .decide import Detector
 from .metrics import (
     BATCH_SECONDS,
     CONFLICTS,
@@ -34,108 +23,61 @@ from .metrics import (
     RETRIES,
     Health,
 )
-from .pipeline import Detector, prepare
-from .records import DEFAULT_MAX_TOKENS
-from .stream.kafka import KafkaSink, KafkaSource
+from .pipeline import Loop, Prepared
+from .records import Decision
+from .stream.kafka import KafkaSource
 
 log = logging.getLogger("neardup.serve")
-T = TypeVar("T")
 
 
 @dataclass
 class Service:
-    detector: Detector
-    source: KafkaSource
-    sink: KafkaSink
-    max_bytes: int
+    loop: Loop
     health: Health
-    max_tokens: int = DEFAULT_MAX_TOKENS
-    # Upkeep between batches (the retention sweep), at most once per `upkeep_every` s.
-    upkeep: Callable[[], object] | None = None
-    upkeep_every: float = 1.0
-    backoff: ExponentialBackoff = field(default_factory=lambda: ExponentialBackoff(0.2, 10.0))
-    stopping: bool = False
-    _upkept: float = 0.0
+
+    def __post_init__(self) -> None:
+        self.loop.observers = [*self.loop.observers, _Watch(self.health, self.loop)]
 
     def stop(self, *_: Any) -> None:
         """SIGTERM/SIGINT: finish the batch in flight, commit it, then leave the group."""
-        self.stopping = True
+        self.loop.stopping = True
 
     def run(self) -> None:
         signal.signal(signal.SIGTERM, self.stop)
         signal.signal(signal.SIGINT, self.stop)
         try:
-            while not self.stopping:
-                self.step()
+            self.loop.run()
         finally:
             self.health.beat("stopped")
-            self.sink.close()
-            self.source.close()
+            self.loop.sink.close()
+            self.loop.source.close()
 
-    def step(self) -> None:
-        if self.upkeep is not None and time.monotonic() - self._upkept >= self.upkeep_every:
-            self._retry("redis", self.upkeep)
-            self._upkept = time.monotonic()
-        batch, offsets = self.source.poll()  # 1
+
+class _Watch:
+    """The loop's observer in serve: Prometheus metrics, the health beat, the log."""
+
+    def __init__(self, health: Health, loop: Loop) -> None:
+        self.health = health
+        self.detector: Detector = loop.detector
+        self.source = loop.source
+        self.conflicts = self.detector.conflicts
+
+    def polled(self, records: int) -> None:
         self.health.beat()
-        if not batch:
+        RECORDS_IN.inc(records)
+        if not records and isinstance(self.source, KafkaSource):
             LAG.set(self.source.lag())
-            return
-        started = time.perf_counter()
-        RECORDS_IN.inc(len(batch))
-        prepared = prepare(self.detector.engine, batch, self.max_bytes, self.max_tokens)  # 2, 3
-        conflicts = self.detector.conflicts
-        decisions = self._retry(
-            "redis",
-            lambda: (
-                self.detector.process(  # 4
-                    prepared.docs, prepared.prints
-                )
-                if prepared.docs
-                else []
-            ),
-        )
-        CONFLICTS.inc(self.detector.conflicts - conflicts)
 
-        def publish() -> None:
-            for error in prepared.errors:
-                self.sink.error(error)
-            self.sink.decisions(decisions)  # 5
-            self.sink.flush()  # 6
+    def retrying(self, step: str, exc: Exception, wait: float) -> None:
+        RETRIES.labels(step).inc()
+        log.warning("%s: %s; retrying in %.1f s", step, exc, wait)
+        self.health.beat(f"waiting ({step})")
 
-        self._retry("kafka", publish)
-        self._retry("kafka", lambda: self.source.commit(offsets))  # 7
-        for error in prepared.errors:
+    def done(self, batch: Prepared, decisions: list[Decision], seconds: float) -> None:
+        CONFLICTS.inc(self.detector.conflicts - self.conflicts)
+        self.conflicts = self.detector.conflicts
+        for error in batch.errors:
             DEAD_LETTERS.labels(str(error["reason"])).inc()
         for d in decisions:
             DECISIONS.labels(d.decision).inc()
-        BATCH_SECONDS.observe(time.perf_counter() - started)
-
-    def _retry(self, backend: str, action: Callable[[], T]) -> T:
-        """Run until it succeeds: a backend outage pauses the consumer, it loses nothing.
-        Stopping does not interrupt a batch: its records must be decided and published."""
-        failures = 0
-        while True:
-            try:
-                return action()
-            except BackendUnavailable as exc:
-                RETRIES.labels(backend).inc()
-                wait = self.backoff.compute(failures)
-                log.warning("%s unavailable (%s); retrying in %.1f s", backend, exc, wait)
-                self.health.beat(f"waiting for {backend}")
-                time.sleep(wait)
-                failures += 1
-
-
-def wait_for(backend: str, action: Callable[[], T]) -> T:
-    """Start-up: wait until a backend answers (a wrong setting fails at once instead)."""
-    backoff = ExponentialBackoff(base=0.5, cap=10.0)
-    failures = 0
-    while True:
-        try:
-            return action()
-        except BackendUnavailable as exc:
-            wait = backoff.compute(failures)
-            log.warning("%s unavailable (%s); retrying in %.1f s", backend, exc, wait)
-            time.sleep(wait)
-            failures += 1
+        BATCH_SECONDS.observe(seconds)

@@ -7,28 +7,31 @@ from dataclasses import dataclass
 from .blocks import BlockScheme
 from .engine import Engine
 from .features import FeatureConfig, Featurizer, IdfTable
-from .records import DEFAULT_MAX_BYTES, DEFAULT_MAX_TOKENS
-from .verify import DEFAULT_CACHE_BYTES, LiteralCheck
+from .options import default
+from .verify import LiteralCheck
 
-# Chosen by measurement on the dev stream (README, "Choosing the defaults").
-DEFAULT_SCHEME = "k6-b8"
-DEFAULT_THRESHOLD = 0.8
+# The defaults are the command line's (detector/options.py, the one table of them), so
+# that EngineSettings() decides as `neardup detect` with no options does.
+DEFAULT_SCHEME: str = default("scheme")
+DEFAULT_THRESHOLD: float = default("threshold")
 
 
 @dataclass(frozen=True)
 class EngineSettings:
-    features: str = "words"
-    shingle_size: int = 2
-    cjk_ngram: int = 2
-    idf: str | None = None
+    """The engine's options (the table's group "engine"), one field each."""
+
+    features: str = default("features")
+    shingle_size: int = default("shingle-size")
+    cjk_ngram: int = default("cjk-ngram")
+    idf: str | None = default("idf")
     scheme: str = DEFAULT_SCHEME
     threshold: float = DEFAULT_THRESHOLD
-    literal_shingle: int = 5
-    max_candidates: int = 32
-    vector_seed: int = 0
-    max_bytes: int = DEFAULT_MAX_BYTES
-    max_tokens: int = DEFAULT_MAX_TOKENS
-    literal_memory: int = DEFAULT_CACHE_BYTES
+    literal_shingle: int = default("literal-shingle")
+    max_candidates: int = default("max-candidates")
+    vector_seed: int = default("vector-seed")
+    max_bytes: int = default("max-bytes")
+    max_tokens: int = default("max-tokens")
+    literal_memory: int = default("literal-memory")
 
     def engine(self) -> Engine:
         weights = IdfTable.load(self.idf) if self.idf else None

@@ -1,4 +1,4 @@
-"""File and stdin source, JSONL sinks: the adapters of the embedded default."""
+"""File and stdin source, JSONL sink: the adapters of the embedded default."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from typing import IO, Any
 
 from ..errors import ConfigError
 from ..records import Decision, RawRecord
+from . import Batch, chunks
 
 GZIP_MAGIC = b"\x1f\x8b"
 
@@ -58,6 +59,27 @@ def read_lines(stream: IO[bytes], source: str) -> Iterator[RawRecord]:
         raise ConfigError(f"cannot read {source}: {exc}") from exc
 
 
+class FileSource:
+    """The lines of a JSONL file (gzip too) or of stdin ('-'), in batches. A file is read
+    once, so commit has nothing to remember."""
+
+    def __init__(self, path: str, batch_size: int) -> None:
+        self.label = input_label(path)
+        self.stream = open_input(path)
+        self.batch_size = batch_size
+
+    def batches(self) -> Iterator[Batch]:
+        for part in chunks(read_lines(self.stream, self.label), self.batch_size):
+            yield Batch(part)
+
+    def commit(self, position: object) -> None:
+        pass
+
+    def close(self) -> None:
+        if self.stream is not sys.stdin.buffer:
+            self.stream.close()
+
+
 def open_output(path: str | None, default: IO[str]) -> IO[str]:
     if path is None or path == "-":
         return default
@@ -70,7 +92,8 @@ def open_output(path: str | None, default: IO[str]) -> IO[str]:
 
 
 class JsonlSink:
-    """Decisions as JSON lines to one stream, error records to another."""
+    """Decisions as JSON lines to one stream, error records to another. close() closes
+    the files it was given, never stdout or stderr."""
 
     def __init__(self, out: IO[str], errors: IO[str]) -> None:
         self.out = out
@@ -85,6 +108,11 @@ class JsonlSink:
     def flush(self) -> None:
         self.out.flush()
         self.errors.flush()
+
+    def close(self) -> None:
+        for f in (self.out, self.errors):
+            if f not in (sys.stdout, sys.stderr):
+                f.close()
 
 
 def input_label(path: str) -> str:

@@ -10,7 +10,7 @@ import ssl
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
@@ -30,6 +30,7 @@ from ..access import SASL_MECHANISMS, SECURITY_PROTOCOLS, Secret
 from ..errors import BackendUnavailable, ConfigError, cause
 from ..records import Decision, RawRecord
 from ..tls import check_tls_files, tls_refusal
+from . import Batch
 
 
 @dataclass(frozen=True)
@@ -310,6 +311,12 @@ class KafkaSource:
         )
         self.consumer.subscribe([topic])
 
+    def batches(self) -> Iterator[Batch]:
+        """Polls for ever (the loop stops taking them); an empty batch after a quiet poll."""
+        while True:
+            records, offsets = self.poll()
+            yield Batch(records, offsets)
+
     def poll(self, timeout_ms: int = 500) -> tuple[list[RawRecord], dict[TopicPartition, int]]:
         """A batch of records with where they came from, and the offsets that commit it."""
         polled = self.consumer.poll(timeout_ms=timeout_ms, max_records=self.batch_size)
@@ -322,7 +329,9 @@ class KafkaSource:
                 offsets[tp] = r.offset + 1
         return batch, offsets
 
-    def commit(self, offsets: dict[TopicPartition, int]) -> None:
+    def commit(self, position: object) -> None:
+        """Commit the offsets of a batch (`Batch.position`: partition -> next offset)."""
+        offsets = cast(dict[TopicPartition, int], position or {})
         if not offsets:
             return
         try:

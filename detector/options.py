@@ -1,0 +1,808 @@
+"""Every option of every command, declared once: its flag, type, default, help, the
+commands that take it, and whether it is configurable. From this table come the argparse
+options (detector/cli.py), the environment variables (NEARDUP_<OPTION>), the keys of the
+--config file, the defaults (EngineSettings takes its own from here) and --help.
+
+The rules, the same for every option:
+
+- NEARDUP_<OPTION> is the option's long name upper-cased, dashes to underscores
+  (--batch-size: NEARDUP_BATCH_SIZE); an empty variable counts as unset.
+- The config file (TOML) has the same names as keys, with dashes or underscores
+  (batch-size or batch_size), at its top level or in a [neardup] table.
+- The command line wins over the environment, which wins over the file, which wins over
+  the default here.
+- Options that only make sense for one invocation (inputs, outputs, --progress...) are
+  command-line only: in the environment or the file they are an error, as is any other
+  NEARDUP_* variable or key that is not an option (NEARDUP_STACK_* excepted: it belongs to
+  ops/ and the test tools, and the product never reads it), and a value of the wrong type.
+
+Light on purpose: it imports no numpy, kafka-python or redis-py, so that the command line
+and tools can read it cheaply; the engine's modules never import it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import tomllib
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Any, Literal
+
+from .access import DEFAULT_REDIS_URL, SASL_MECHANISMS, SECURITY_PROTOCOLS
+from .errors import ConfigError
+from .index import DEFAULT_MAX_BUCKET
+from .records import DEFAULT_MAX_BYTES, DEFAULT_MAX_TOKENS
+
+Kind = Literal["int", "float", "str", "bool", "choice"]
+Group = Literal["", "engine", "redis", "kafka"]  # "": the command's own options
+
+PREFIX = "NEARDUP_"
+CONFIG_VARIABLE = "NEARDUP_CONFIG"  # the config file, when --config is not given
+IGNORED_PREFIX = "NEARDUP_STACK_"  # ops/stack.sh and the test tools: never read here
+
+INDEX_ACTIONS = ("index stats", "index export", "index import", "index delete", "index sweep")
+KAFKA_COMMANDS = ("serve", "produce", "tail", "bench")
+REDIS_COMMANDS = ("serve", "bench", *INDEX_ACTIONS)
+ENGINE_COMMANDS = ("detect", "serve")
+
+EXPECTED: dict[str, str] = {
+    "int": "a whole number",
+    "float": "a number",
+    "str": "a string",
+    "bool": "true or false",
+}
+TRUE = ("1", "true", "yes", "on")
+FALSE = ("0", "false", "no", "off")
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option of one or more commands. An option of the same name in several commands
+    may be several rows (different defaults or help), but always of one kind."""
+
+    name: str  # the long flag without its dashes, or a positional argument's name
+    kind: Kind
+    default: Any
+    help: str | Callable[[], str]  # a callable for help that needs a heavy module
+    commands: tuple[str, ...]
+    configurable: bool = True  # read from NEARDUP_<OPTION> and the config file too
+    group: Group = ""
+    choices: tuple[str, ...] = ()
+    metavar: str | None = None
+    aliases: tuple[str, ...] = ()  # other flags: "-o", "--index-name"
+    positional: bool = False
+    nargs: str | None = None
+    required: bool = False
+    secret: bool = False  # its help shows no default (it may come from the environment)
+    url: bool = False  # its help shows the default with the password redacted
+    negatable: bool = True  # a bool: --x/--no-x; else a plain --x flag
+
+    @property
+    def dest(self) -> str:
+        return self.name.replace("-", "_")
+
+    @property
+    def flags(self) -> tuple[str, ...]:
+        if self.positional:
+            return (self.name,)
+        short = tuple(a for a in self.aliases if not a.startswith("--"))
+        long = tuple(a for a in self.aliases if a.startswith("--"))
+        return (*short, f"--{self.name}", *long)
+
+    @property
+    def variable(self) -> str:
+        return PREFIX + self.dest.upper()
+
+    @property
+    def text(self) -> str:
+        return self.help() if callable(self.help) else self.help
+
+    def expected(self) -> str:
+        if self.kind == "choice":
+            return "one of " + ", ".join(self.choices)
+        return EXPECTED[self.kind]
+
+    def from_env(self, raw: str) -> Any:
+        """The value of NEARDUP_<OPTION>=raw; ValueError when it is not of this kind."""
+        text = raw.strip()
+        if self.kind == "int":
+            return int(text)
+        if self.kind == "float":
+            value = float(text)
+            if not math.isfinite(value):
+                raise ValueError(raw)
+            return value
+        if self.kind == "bool":
+            if text.lower() in TRUE:
+                return True
+            if text.lower() in FALSE:
+                return False
+            raise ValueError(raw)
+        if self.kind == "choice" and raw not in self.choices:
+            raise ValueError(raw)
+        return raw
+
+    def from_file(self, value: Any) -> Any:
+        """A TOML value as this option's; ValueError when it is not of this kind (TOML has
+        types: 64 for an int, 0.8 or 1 for a float, true for a bool, "x" for a string)."""
+        if self.kind == "int" and type(value) is int:
+            return value
+        if self.kind == "float" and type(value) in (int, float) and math.isfinite(value):
+            return float(value)
+        if self.kind == "bool" and type(value) is bool:
+            return value
+        if self.kind == "str" and type(value) is str:
+            return value
+        if self.kind == "choice" and type(value) is str and value in self.choices:
+            return value
+        raise ValueError(value)
+
+
+def _visible(name: str) -> str:
+    var = PREFIX + name.upper().replace("-", "_")
+    return (
+        f"; on the command line it is visible to other local users (ps): prefer {var} "
+        f"or --{name}-file"
+    )
+
+
+def _scheme_help() -> str:
+    from .blocks import NAMED  # numpy: when a parser is made, not when this module is read
+
+    names = ", ".join(f"{k} (={v})" for k, v in NAMED.items())
+    return (
+        "block tables: kK-bB = distance K, B blocks, one table per choice of B-K blocks; "
+        f"kK-bBxC = two levels; or {names}"
+    )
+
+
+def _engine(name: str, kind: Kind, default: Any, help: Any, **more: Any) -> Option:
+    return Option(name, kind, default, help, ENGINE_COMMANDS, group="engine", **more)
+
+
+def _redis(name: str, kind: Kind, default: Any, help: str, **more: Any) -> Option:
+    return Option(name, kind, default, help, REDIS_COMMANDS, group="redis", **more)
+
+
+def _kafka(name: str, kind: Kind, default: Any, help: str, **more: Any) -> Option:
+    return Option(name, kind, default, help, KAFKA_COMMANDS, group="kafka", **more)
+
+
+def _cli(name: str, kind: Kind, default: Any, help: str, *commands: str, **more: Any) -> Option:
+    """A command-line-only option: per invocation, meaningless in a shared file."""
+    return Option(name, kind, default, help, commands, configurable=False, **more)
+
+
+# --------------------------------------------------------------------------- the engine
+# Chosen by measurement on the dev stream (README, "Choosing the defaults").
+ENGINE: tuple[Option, ...] = (
+    _engine(
+        "features",
+        "choice",
+        "words",
+        "fingerprint features: words, or word shingles",
+        choices=("words", "shingles"),
+    ),
+    _engine("shingle-size", "int", 2, "words per shingle with --features shingles"),
+    _engine("cjk-ngram", "int", 2, "character n-gram size for scripts written without spaces"),
+    _engine(
+        "idf",
+        "str",
+        None,
+        "IDF table made by `neardup fit-idf`; without it a built-in length weighting is used",
+        metavar="FILE",
+    ),
+    _engine("scheme", "str", "k6-b8", _scheme_help),
+    _engine(
+        "threshold",
+        "float",
+        0.8,
+        "literal pass: word-shingle Jaccard needed to call a candidate a duplicate",
+    ),
+    _engine("literal-shingle", "int", 5, "words per shingle in the literal pass"),
+    _engine("max-candidates", "int", 32, "nearest candidates verified per document"),
+    _engine(
+        "vector-seed", "int", 0, "seed of the random hyperplanes for records with an embedding"
+    ),
+    _engine("max-bytes", "int", DEFAULT_MAX_BYTES, "largest accepted record in bytes"),
+    _engine(
+        "max-tokens",
+        "int",
+        DEFAULT_MAX_TOKENS,
+        "most tokens in a record's normalized text; more is a too_many_tokens error",
+    ),
+    _engine(
+        # = detector.verify.DEFAULT_CACHE_BYTES, LiteralCheck's own default (a test keeps
+        # them equal: verify.py imports numpy, which this module must not)
+        "literal-memory",
+        "int",
+        256 * 1024 * 1024,
+        "bytes of shingle sets the literal pass keeps in this process; older ones are read "
+        "from the index again when needed",
+        metavar="BYTES",
+    ),
+)
+_ENGINE = {o.name: o for o in ENGINE}
+
+# --------------------------------------------------------------------------- Redis
+REDIS: tuple[Option, ...] = (
+    _redis(
+        "redis-url",
+        "str",
+        DEFAULT_REDIS_URL,
+        "Redis server: redis://, rediss:// (TLS) or unix://; a user and password in it "
+        "(redis://USER:PASSWORD@HOST) work too",
+        url=True,
+    ),
+    _redis(
+        "redis-cluster",
+        "bool",
+        False,
+        "--redis-url is one node of a Redis Cluster; the index spreads over its primaries",
+    ),
+    _redis("redis-username", "str", None, "Redis ACL user", metavar="USER"),
+    _redis(
+        "redis-password",
+        "str",
+        None,
+        "password of the ACL user (or of the default user)" + _visible("redis-password"),
+        metavar="PASSWORD",
+        secret=True,
+    ),
+    _redis(
+        "redis-password-file", "str", None, "read the Redis password from this file", metavar="FILE"
+    ),
+    _redis(
+        "redis-ca-file",
+        "str",
+        None,
+        "rediss://: CA certificates (PEM) that signed the server's; default the system's",
+        metavar="FILE",
+    ),
+    _redis(
+        "redis-cert-file",
+        "str",
+        None,
+        "rediss://: client certificate (PEM), for servers that authenticate clients",
+        metavar="FILE",
+    ),
+    _redis(
+        "redis-key-file",
+        "str",
+        None,
+        "rediss://: private key of --redis-cert-file (PEM)",
+        metavar="FILE",
+    ),
+)
+
+# --------------------------------------------------------------------------- Kafka
+KAFKA: tuple[Option, ...] = (
+    _kafka("bootstrap-servers", "str", "127.0.0.1:9092", "Kafka brokers, host:port[,host:port]"),
+    _kafka(
+        "kafka-security-protocol",
+        "choice",
+        "PLAINTEXT",
+        "how to talk to the brokers: SSL is TLS, SASL_* log in with a user and password",
+        choices=SECURITY_PROTOCOLS,
+    ),
+    _kafka(
+        "kafka-sasl-mechanism",
+        "choice",
+        None,
+        "SASL mechanism, needed with SASL_PLAINTEXT and SASL_SSL",
+        choices=SASL_MECHANISMS,
+    ),
+    _kafka("kafka-username", "str", None, "SASL user", metavar="USER"),
+    _kafka(
+        "kafka-password",
+        "str",
+        None,
+        "SASL password" + _visible("kafka-password"),
+        metavar="PASSWORD",
+        secret=True,
+    ),
+    _kafka(
+        "kafka-password-file", "str", None, "read the SASL password from this file", metavar="FILE"
+    ),
+    _kafka(
+        "kafka-ca-file",
+        "str",
+        None,
+        "SSL, SASL_SSL: CA certificates (PEM) that signed the brokers'; default the system's",
+        metavar="FILE",
+    ),
+    _kafka(
+        "kafka-cert-file",
+        "str",
+        None,
+        "SSL, SASL_SSL: client certificate (PEM), for brokers that authenticate clients",
+        metavar="FILE",
+    ),
+    _kafka(
+        "kafka-key-file",
+        "str",
+        None,
+        "SSL, SASL_SSL: private key of --kafka-cert-file (PEM)",
+        metavar="FILE",
+    ),
+)
+
+# --------------------------------------------------------------------------- commands
+PROGRESS = "progress bar on stderr (default: when stderr is a terminal)"
+NOT_INDEX_IMPORT = tuple(a for a in INDEX_ACTIONS if a != "index import")
+
+INPUT_TOPIC = Option(
+    "input-topic", "str", "documents", "topic of input documents", ("serve",), metavar="TOPIC"
+)
+OUTPUT_TOPIC = Option(
+    "output-topic", "str", "decisions", "topic the decisions go to", ("serve",), metavar="TOPIC"
+)
+
+OWN: tuple[Option, ...] = (
+    # detect
+    _cli(
+        "input",
+        "str",
+        "-",
+        "JSONL or JSONL.gz file; - for stdin",
+        "detect",
+        "produce",
+        positional=True,
+        nargs="?",
+    ),
+    _cli(
+        "output",
+        "str",
+        None,
+        "decisions file (.gz to compress); default stdout",
+        "detect",
+        aliases=("-o",),
+    ),
+    _cli("errors", "str", None, "error records file; default stderr", "detect"),
+    Option("batch-size", "int", 512, "records fingerprinted together", ("detect",)),
+    Option(
+        "index",
+        "str",
+        "default",
+        "index namespace written into decisions",
+        ("detect",),
+        aliases=("--index-name",),
+        metavar="NAME",
+    ),
+    Option(
+        "workers",
+        "int",
+        0,
+        "processes that parse and fingerprint ahead of the decisions; 0 does everything in "
+        "one process, which measured faster on two cores; more cores gain from 1 or 2",
+        ("detect",),
+    ),
+    _cli("progress", "bool", None, PROGRESS, "detect", "produce", "index export", "index import"),
+    # fit-idf
+    _cli(
+        "corpus",
+        "str",
+        None,
+        "JSONL or JSONL.gz with a `text` field per line",
+        "fit-idf",
+        positional=True,
+    ),
+    _cli(
+        "output",
+        "str",
+        None,
+        "table file to write (gzip JSON)",
+        "fit-idf",
+        aliases=("-o",),
+        required=True,
+    ),
+    _cli("min-df", "int", 2, "drop tokens seen in fewer documents", "fit-idf"),
+    # eval
+    _cli(
+        "decisions", "str", None, "decisions JSONL (from neardup detect)", "eval", positional=True
+    ),
+    _cli("truth", "str", None, "truth JSONL or JSONL.gz", "eval", positional=True),
+    replace(
+        _ENGINE["threshold"],
+        help="a record is truly a duplicate when max_jaccard_earlier >= this",
+        commands=("eval",),
+        configurable=False,
+        group="",
+    ),
+    _cli("report", "str", None, "write a PNG report here", "eval"),
+    _cli("json", "bool", False, "print the scores as one JSON line", "eval", negatable=False),
+    # serve, and the topics of produce and tail
+    INPUT_TOPIC,
+    OUTPUT_TOPIC,
+    Option(
+        "dead-letter-topic",
+        "str",
+        "documents.dead-letter",
+        "topic for records that cannot be decided",
+        ("serve",),
+        metavar="TOPIC",
+    ),
+    Option("group", "str", "neardup", "Kafka consumer group", ("serve",)),
+    Option(
+        "index",
+        "str",
+        "default",
+        "index name: the Redis key namespace, so indexes can share a server",
+        ("serve",),
+        metavar="NAME",
+    ),
+    Option("batch-size", "int", 256, "records per poll and per Redis round trip", ("serve",)),
+    Option(
+        "text-ttl",
+        "int",
+        0,
+        "seconds the literal texts are kept for the second pass; 0 keeps them",
+        ("serve",),
+        metavar="SECONDS",
+    ),
+    Option(
+        "decision-ttl",
+        "int",
+        0,
+        "seconds a decision is remembered for redeliveries; 0 keeps it",
+        ("serve",),
+        metavar="SECONDS",
+    ),
+    Option(
+        "retention",
+        "int",
+        0,
+        "age out documents indexed longer ago than this: they stop being candidates at once "
+        "and their memory is swept back in the background; 0 keeps every document. Fixed "
+        "when the index is made",
+        ("serve",),
+        metavar="SECONDS",
+    ),
+    Option(
+        "max-bucket",
+        "int",
+        DEFAULT_MAX_BUCKET,
+        "newest entries a block-table bucket keeps and a lookup reads from it: a flood of "
+        "variants into one bucket cannot slow every lookup",
+        ("serve",),
+    ),
+    Option(
+        "metrics-port",
+        "int",
+        9464,
+        "port of /metrics and /healthz; 0 turns them off",
+        ("serve",),
+        metavar="PORT",
+    ),
+    Option(
+        "metrics-host",
+        "str",
+        "127.0.0.1",
+        "address of the metrics endpoint",
+        ("serve",),
+        metavar="HOST",
+    ),
+    # produce: its --topic is serve's --input-topic
+    replace(INPUT_TOPIC, help="topic to send to", commands=("produce",), aliases=("--topic",)),
+    _cli(
+        "partitions",
+        "int",
+        None,
+        "create the topic with this many partitions if it does not exist",
+        "produce",
+    ),
+    # bench
+    _cli("corpus", "str", None, "JSONL or JSONL.gz records to send", "bench", positional=True),
+    _cli(
+        "consumers", "int", (1, 2), "consumer counts to measure (default: 1 2)", "bench", nargs="+"
+    ),
+    _cli(
+        "latency-seconds", "float", 20.0, "how long to produce at half the measured rate", "bench"
+    ),
+    _cli(
+        "memory-docs",
+        "int",
+        1_000_000,
+        "synthetic documents for the memory figure; 0 skips it",
+        "bench",
+    ),
+    replace(
+        _ENGINE["scheme"],
+        help="block scheme of the serve processes",
+        commands=("bench",),
+        group="",
+    ),
+    Option("batch-size", "int", 256, "serve's batch size", ("bench",)),
+    # tail: its --topic is serve's --output-topic
+    replace(OUTPUT_TOPIC, help="topic to read", commands=("tail",), aliases=("--topic",)),
+    _cli("from-beginning", "bool", False, "start at the oldest record", "tail", negatable=False),
+    _cli(
+        "idle",
+        "float",
+        None,
+        "stop after this long without a record (default: never)",
+        "tail",
+        metavar="SECONDS",
+    ),
+    # index
+    _cli(
+        "output",
+        "str",
+        None,
+        "file to write (.gz to compress); default stdout",
+        "index export",
+        aliases=("-o",),
+    ),
+    _cli(
+        "input",
+        "str",
+        None,
+        "an export file (JSONL or .gz); - for stdin",
+        "index import",
+        positional=True,
+    ),
+    _cli("ids", "str", None, "ids to delete", "index delete", positional=True, nargs="*"),
+    _cli("ids-file", "str", None, "a file of ids to delete, one a line", "index delete"),
+    Option(
+        "index",
+        "str",
+        "default",
+        "index name, the Redis key namespace",
+        NOT_INDEX_IMPORT,
+        metavar="NAME",
+    ),
+    Option(
+        "index",
+        "str",
+        None,
+        "index name, the Redis key namespace (default: the name in the file)",
+        ("index import",),
+        metavar="NAME",
+    ),
+)
+
+OPTIONS: tuple[Option, ...] = (*OWN, *ENGINE, *REDIS, *KAFKA)
+
+
+@dataclass(frozen=True)
+class Command:
+    name: str  # "detect", or "index stats" for an action of `index`
+    help: str
+    description: str | None = None
+
+
+COMMANDS: tuple[Command, ...] = (
+    Command(
+        "detect",
+        "decide every record of a JSONL file (no server needed)",
+        'Read {"id", "text"} records (JSONL, optionally gzip) and write one decision per '
+        "record, in input order: `duplicate_of` always names an earlier record. Bad lines "
+        "become error records.",
+    ),
+    Command("fit-idf", "build a frozen, versioned IDF table from a corpus"),
+    Command(
+        "eval",
+        "precision/recall of decisions against a truth file",
+        "Score `duplicate` decisions against a truth file "
+        '({"id", "max_jaccard_earlier", "most_similar_earlier"} per line) and draw a PNG '
+        "report.",
+    ),
+    Command(
+        "serve",
+        "consume documents from Kafka, decide against Redis, publish decisions",
+        "Run one member of a Kafka consumer group: documents from the input topic are decided "
+        "against the Redis index and the decisions published to the output topic; bad records "
+        "go to the dead-letter topic. Start more processes with the same --group to scale out.",
+    ),
+    Command("produce", "send a JSONL file to a Kafka topic, a record a line"),
+    Command(
+        "bench",
+        "throughput, latency and Redis memory of serve, on a running Kafka and Redis "
+        "(prints figures)",
+    ),
+    Command("tail", "print the records arriving on a topic"),
+    Command(
+        "index",
+        "maintain a Redis index: stats, export, import, delete, sweep",
+        "Maintain the Redis index that `neardup serve` writes. Export writes every decision "
+        "and every indexed document (with its text) as JSONL, a header line first; import "
+        "writes such a file into a new index (on the same or another Redis, or a Redis "
+        "Cluster), numbering the documents again in their order.",
+    ),
+    Command("index stats", "documents and memory of the index, as JSON"),
+    Command("index export", "write the index as JSONL (a backup, or to move it)"),
+    Command("index import", "read an export into a new, empty index"),
+    Command("index delete", "forget documents by id: no longer candidates, memory given back"),
+    Command("index sweep", "give back now the memory of documents past the retention horizon"),
+)
+
+
+def of(command: str) -> list[Option]:
+    """The options of a command (or an index action), in table order."""
+    return [o for o in OPTIONS if command in o.commands]
+
+
+def option(name: str, command: str) -> Option:
+    """The row of option `name` (dashes or underscores) in `command`."""
+    dest = name.replace("-", "_")
+    for o in OPTIONS:
+        if o.dest == dest and command in o.commands:
+            return o
+    raise KeyError(f"{command} has no option {name}")
+
+
+def default(name: str, command: str = "detect") -> Any:
+    """The table's default of an option in a command (the engine's are detect's)."""
+    return option(name, command).default
+
+
+def _by_dest(rows: Iterable[Option]) -> dict[str, Option]:
+    return {o.dest: o for o in rows}
+
+
+# One row per configurable name stands for all (a test checks that they agree in kind and
+# choices): the environment and the file are checked against it, whatever the command.
+CONFIGURABLE: Mapping[str, Option] = MappingProxyType(
+    _by_dest(o for o in OPTIONS if o.configurable)
+)
+COMMAND_LINE_ONLY: Mapping[str, Option] = MappingProxyType(
+    _by_dest(o for o in OPTIONS if not o.configurable and o.dest not in CONFIGURABLE)
+)
+# --topic and --index-name: flags only, never a variable or a key
+ALIASES: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {
+        alias[2:].replace("-", "_"): tuple(sorted({r.dest for r in OPTIONS if alias in r.aliases}))
+        for o in OPTIONS
+        for alias in o.aliases
+        if alias.startswith("--")
+    }
+)
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def _label(row: Option) -> str:
+    return f"the {row.name} argument" if row.positional else f"--{row.name}"
+
+
+def _describe(value: Any) -> str:
+    """What kind of TOML value this is, for a message."""
+    kinds = {bool: "a boolean", int: "a whole number", float: "a float", str: "a string"}
+    if isinstance(value, list):
+        return "an array"
+    return kinds.get(type(value), f"a {type(value).__name__}")
+
+
+def _toml(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return repr(value)
+
+
+def read_file(path: str) -> dict[str, Any]:
+    """The options of a TOML config file, checked: {dest: value}."""
+    where = f"config file {path}"
+    try:
+        with open(path, "rb") as f:
+            body = tomllib.load(f)
+    except OSError as exc:
+        raise ConfigError(f"{where}: cannot be read: {exc.strerror or exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{where}: not valid TOML: {exc}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{where}: not valid TOML: not UTF-8 text") from None
+    items: list[tuple[str, str, Any]] = []  # (key as written, "[neardup] " or "", value)
+    for key, value in body.items():
+        if key == "neardup" and isinstance(value, dict):
+            items += [(k, "[neardup] ", v) for k, v in value.items()]
+        else:
+            items.append((key, "", value))
+    values: dict[str, Any] = {}
+    written: dict[str, str] = {}
+    for key, table, value in items:
+        dest = key.replace("-", "_")
+        if isinstance(value, dict):
+            name = f"neardup.{key}" if table else key
+            raise ConfigError(
+                f"{where}: unexpected table [{name}]: the options go at the top level or in "
+                "a [neardup] table"
+            )
+        row = CONFIGURABLE.get(dest)
+        if row is None:
+            if dest == "config":
+                problem = f"a config file cannot name another (--config or {CONFIG_VARIABLE} do)"
+            elif dest in COMMAND_LINE_ONLY:
+                label = _label(COMMAND_LINE_ONLY[dest])
+                problem = f"{label} is given on the command line only, not in a config file"
+            elif dest in ALIASES:
+                keys = " or ".join(repr(d) for d in ALIASES[dest])
+                problem = f"--{key} is a command-line alias only (did you mean {keys}?)"
+            else:
+                dashed = "-" in key
+                names = [d.replace("_", "-") if dashed else d for d in CONFIGURABLE]
+                close = difflib.get_close_matches(key, names, n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                raise ConfigError(f"{where}: unknown {table}key {key!r}{hint}")
+            raise ConfigError(f"{where}: {table}key {key!r}: {problem}")
+        if dest in written:
+            raise ConfigError(f"{where}: {dest!r} is given twice, as {written[dest]} and {key}")
+        written[dest] = key
+        try:
+            values[dest] = row.from_file(value)
+        except ValueError:
+            shown = "" if row.secret or row.url else f" = {_toml(value)}"  # never a password
+            raise ConfigError(
+                f"{where}: {table}{key}{shown}: expected {row.expected()}, not {_describe(value)}"
+            ) from None
+    return values
+
+
+def read_environ(environ: Mapping[str, str]) -> dict[str, Any]:
+    """The options of the NEARDUP_* variables, checked: {dest: value}. An empty variable is
+    unset; NEARDUP_CONFIG names the file; NEARDUP_STACK_* are not neardup's to read."""
+    values: dict[str, Any] = {}
+    known = sorted(o.variable for o in CONFIGURABLE.values())
+    for name in sorted(environ):
+        raw = environ[name]
+        if not raw or not name.startswith(PREFIX) or name.startswith(IGNORED_PREFIX):
+            continue
+        if name == CONFIG_VARIABLE:
+            continue
+        dest = name[len(PREFIX) :].lower()
+        row = CONFIGURABLE.get(dest) if name.isupper() else None
+        if row is None:
+            if dest in COMMAND_LINE_ONLY and name.isupper():
+                label = _label(COMMAND_LINE_ONLY[dest])
+                raise ConfigError(
+                    f"environment: {name}: {label} is given on the command line only, not in "
+                    "the environment"
+                )
+            if dest in ALIASES:
+                close = [PREFIX + d.upper() for d in ALIASES[dest]]
+            else:
+                close = difflib.get_close_matches(name.upper(), known, n=1)
+            hint = f" (did you mean {' or '.join(close)}?)" if close else ""
+            raise ConfigError(f"environment: unknown variable {name}{hint}")
+        try:
+            values[dest] = row.from_env(raw)
+        except ValueError:
+            shown = "" if row.secret or row.url else f"={raw!r}"  # never a password
+            spelled = " (1/0, true/false, yes/no, on/off)" if row.kind == "bool" else ""
+            raise ConfigError(
+                f"environment: {name}{shown}: expected {row.expected()}{spelled}"
+            ) from None
+    return values
+
+
+@dataclass(frozen=True)
+class Config:
+    """The configured values, {dest: value}: the environment's over the file's. The parser
+    takes them as its defaults, so the command line overrides them."""
+
+    values: Mapping[str, Any] = field(default_factory=dict)
+    file: str | None = None
+
+    @classmethod
+    def load(cls, environ: Mapping[str, str], path: str | None = None) -> Config:
+        """From the environment and the file `path`, else the one NEARDUP_CONFIG names
+        (`path` "", as --config= gives it: no file)."""
+        if path is None:
+            path = environ.get(CONFIG_VARIABLE) or None
+        values = read_file(path) if path else {}
+        values.update(read_environ(environ))
+        return cls(MappingProxyType(values), path)
+
+    def default(self, row: Option) -> Any:
+        """The default of an option's row: the configured value, else the table's."""
+        if row.configurable and row.dest in self.values:
+            return self.values[row.dest]
+        return row.default
+
+    def value(self, name: str, command: str) -> Any:
+        """The configured value of an option in a command, else its default."""
+        return self.default(option(name, command))

@@ -1,0 +1,63 @@
+"""A source and a sink over Python lists: the loop without files or servers, for tests
+and for programs that embed the detector (as quix-streams ships its ListSink)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from ..records import Decision, RawRecord
+from . import Batch, chunks
+
+
+class ListSource:
+    """Records from a list: bytes (numbered from 1, like lines) or (bytes, where) pairs.
+    The position of a batch is the number of records up to its end; `committed` keeps
+    every position committed, in order."""
+
+    def __init__(self, records: Iterable[bytes | RawRecord], batch_size: int = 512) -> None:
+        self.records: list[RawRecord] = [
+            (r, {"source": "list", "line": n}) if isinstance(r, bytes) else r
+            for n, r in enumerate(records, start=1)
+        ]
+        self.batch_size = batch_size
+        self.committed: list[int] = []
+        self.closed = False
+
+    def batches(self) -> Iterator[Batch]:
+        end = 0
+        for part in chunks(iter(self.records), self.batch_size):
+            end += len(part)
+            yield Batch(part, end)
+
+    def commit(self, position: object) -> None:
+        assert isinstance(position, int)
+        self.committed.append(position)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class ListSink:
+    """Keeps what it is given. `flushed` is how many decisions were flushed (published,
+    not merely sent), `flushes` how many times."""
+
+    def __init__(self) -> None:
+        self.out: list[Decision] = []
+        self.errors: list[dict[str, Any]] = []
+        self.flushed = 0
+        self.flushes = 0
+        self.closed = False
+
+    def decisions(self, decisions: list[Decision]) -> None:
+        self.out.extend(decisions)
+
+    def error(self, record: dict[str, Any]) -> None:
+        self.errors.append(record)
+
+    def flush(self) -> None:
+        self.flushed = len(self.out)
+        self.flushes += 1
+
+    def close(self) -> None:
+        self.closed = True
