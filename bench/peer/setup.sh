@@ -4,11 +4,11 @@
 # own venv outside the repo.
 #
 #   bash bench/peer/setup.sh          # prints the venv's python path on its last line
-#   NEARDUP_PEER_VENV=/some/dir bash bench/peer/setup.sh
+#   NEARDUP_STACK_PEER_VENV=/some/dir bash bench/peer/setup.sh
 set -euo pipefail
 
-VENV="${NEARDUP_PEER_VENV:-/tmp/neardup-peer-venv}"
-SIMHASH_SPEC="${NEARDUP_PEER_SIMHASH_SPEC:-simhash==2.1.2}"
+VENV="${NEARDUP_STACK_PEER_VENV:-/tmp/neardup-peer-venv}"
+SIMHASH_SPEC="${NEARDUP_STACK_PEER_SIMHASH_SPEC:-simhash==2.1.2}"
 NUMPY_SPEC="numpy<2"
 PY="$VENV/bin/python"
 
