@@ -1,23 +1,16 @@
-"""Shared helpers of the unit suite: no network, no servers, everything in tmp files."""
+"""Settings of the whole suite, unit and integration: the hypothesis profiles, and no NEARDUP_*
+variable of the caller's in a test's environment. What tests share is in helpers.py and
+strategies.py; the unit suite needs no network and no server, and writes only tmp files."""
 
 from __future__ import annotations
 
-import gzip
-import json
 import os
-import subprocess
-import sys
-from collections.abc import Iterable
-from pathlib import Path
-from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
 
-ROOT = Path(__file__).resolve().parent.parent
-DATA = Path(__file__).resolve().parent / "data"
-SAMPLE = DATA / "sample.jsonl.gz"
-SAMPLE_TRUTH = DATA / "sample-truth.jsonl.gz"
+# Re-exported for test_cli.py, test_security.py and test_options.py, which still import them
+# from here; every other module imports helpers. Remove once those three do too.
 
 # One profile for the whole suite: no per-example deadline (the first example of a run pays
 # for numpy warm-up and the code-point table), and a bounded number of examples so that the
@@ -36,63 +29,6 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "unit"))
-
-
-def write_jsonl(path: Path, records: Iterable[Any], gz: bool = False) -> Path:
-    """Records to a JSONL file; a bytes or str record is written as the line itself."""
-    lines = []
-    for r in records:
-        if isinstance(r, bytes):
-            lines.append(r)
-        elif isinstance(r, str):
-            lines.append(r.encode("utf-8"))
-        else:
-            lines.append(json.dumps(r).encode("utf-8"))
-    body = b"".join(line + b"\n" for line in lines)
-    if gz:
-        with gzip.open(path, "wb") as f:
-            f.write(body)
-    else:
-        path.write_bytes(body)
-    return path
-
-
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-
-def run_module(
-    args: list[str], stdin: bytes | None = None, timeout: float = 60
-) -> subprocess.CompletedProcess[bytes]:
-    """`python -m detector ARGS` in a child process, from the project root."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    env = {k: v for k, v in env.items() if not k.startswith("NEARDUP_")}
-    return subprocess.run(
-        [sys.executable, "-m", "detector", *args],
-        input=stdin,
-        capture_output=True,
-        cwd=ROOT,
-        env=env,
-        timeout=timeout,
-    )
-
-
-def verdicts(decisions: Iterable[dict[str, Any]]) -> list[tuple[Any, ...]]:
-    """What a decision says, without the audit fields that may differ (timestamps)."""
-    return [
-        (
-            d["id"],
-            d["decision"],
-            d["duplicate_of"],
-            d["distance"],
-            d["similarity"],
-            d["fingerprint"],
-            d["exact"],
-        )
-        for d in decisions
-    ]
 
 
 def pytest_configure(config: pytest.Config) -> None:

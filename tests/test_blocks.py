@@ -13,25 +13,9 @@ from hypothesis import strategies as st
 
 from detector.blocks import NAMED, BlockScheme
 from detector.errors import ConfigError
-from detector.settings import DEFAULT_SCHEME
 
-from .conftest import ROOT
-
-EXTRA_SPECS = ["k3-b4", "k5-b7", "k6-b8", "k2-b3x3", "k0-b1", "k1-b2", "k4-b6x5"]
-# Every scheme the product offers: what the names stand for, the default, extras. (A name
-# parses to the very tables of its spec: test_names_are_their_specs.)
-ALL_SPECS = sorted(set(NAMED.values()) | {DEFAULT_SCHEME} | set(EXTRA_SPECS))
-# Multi-probe schemes: a pair within k shares a key up to `radius` flipped bits.
-PROBE_SPECS = ["k7-b4-m1", "k5-b4-m1", "k4-b8-m2", "k5-b6-m2", "k3-b4-m1"]
-SCHEMES = {spec: BlockScheme.parse(spec) for spec in ALL_SPECS + PROBE_SPECS}
-
-u64 = st.integers(min_value=0, max_value=2**64 - 1)
-
-
-def flip(fp: int, positions: list[int]) -> int:
-    for p in positions:
-        fp ^= 1 << p
-    return fp
+from .helpers import ALL_SPECS, PROBE_SPECS, ROOT, SCHEMES, adversarial_flips, flip
+from .strategies import u64
 
 
 @st.composite
@@ -81,27 +65,6 @@ def test_worst_case_flips_share_a_table_key(spec: str) -> None:
         other = flip(base, positions)
         ka, kb = scheme.keys([base, other])
         assert any(x == y for x, y in zip(ka, kb, strict=True)), positions
-
-
-def adversarial_flips(scheme: BlockScheme) -> list[list[int]]:
-    """For every table, up to k bit positions outside its key that break as many other
-    tables' keys as possible (greedy hitting set): pairs that only that table can find.
-    Random flips rarely land like this, so these pairs test each table on its own."""
-    keys = [{start + i for start, width in runs for i in range(width)} for runs in scheme.tables]
-    out = []
-    for t, mine in enumerate(keys):
-        others = [other for u, other in enumerate(keys) if u != t]
-        flips: list[int] = []
-        while len(flips) < scheme.k:
-            unbroken = [o for o in others if not o & set(flips)]
-            if not unbroken:
-                break
-            free = [b for b in range(64) if b not in mine and b not in flips]
-            if not free:
-                break
-            flips.append(max(free, key=lambda b: (sum(b in o for o in unbroken), -b)))
-        out.append(flips)
-    return out
 
 
 @pytest.mark.parametrize("spec", ALL_SPECS)

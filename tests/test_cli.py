@@ -13,7 +13,7 @@ import pytest
 from detector.cli import main, parser
 from detector.features import IdfTable
 
-from .conftest import SAMPLE, read_jsonl, run_module, verdicts, write_jsonl
+from .helpers import SAMPLE, read_jsonl, run_module, verdicts, write_jsonl
 
 
 def words_text(seed: int, n: int = 300) -> str:
@@ -501,3 +501,269 @@ def test_detect_applies_the_token_limit(tmp_path: Path) -> None:
     assert code == 0
     assert [d["id"] for d in decisions] == ["short"]
     assert [e["reason"] for e in errors] == ["too_many_tokens"]
+
+
+# --- the config file and the environment: read in every form, checked -------------------
+
+STRICT = "threshold = 0.999\n"  # makes NEAR unique: proof that the file was read
+
+
+@pytest.mark.parametrize(
+    "where",
+    ["--config FILE first", "--config=FILE first", "--config FILE last", "--config=FILE last"],
+)
+def test_the_config_file_is_read_in_both_forms_anywhere(tmp_path: Path, where: str) -> None:
+    config = tmp_path / "neardup.toml"
+    config.write_text(STRICT)
+    given = [f"--config={config}"] if "=" in where else ["--config", str(config)]
+    src = write_jsonl(tmp_path / "in.jsonl", [{"id": "a", "text": TEXT}, {"id": "b", "text": NEAR}])
+    out = tmp_path / "out.jsonl"
+    argv = ["detect", str(src), "-o", str(out), "--workers", "0", "--no-progress"]
+    assert main(given + argv if "first" in where else argv + given) == 0
+    assert [d["decision"] for d in read_jsonl(out)] == ["unique", "unique"]
+
+
+def test_the_config_file_from_the_environment_and_a_table(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = tmp_path / "neardup.toml"
+    config.write_text("[neardup]\n" + STRICT + 'index = "from-file"\n')
+    monkeypatch.setenv("NEARDUP_CONFIG", str(config))
+    code, decisions, _ = detect(tmp_path, [{"id": "a", "text": TEXT}, {"id": "b", "text": NEAR}])
+    assert code == 0
+    assert [d["decision"] for d in decisions] == ["unique", "unique"]
+    assert decisions[0]["index"] == "from-file"
+
+
+def test_an_abbreviated_config_option_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--conf must not be taken for --config by argparse and then dropped unread."""
+    config = tmp_path / "neardup.toml"
+    config.write_text(STRICT)
+    with pytest.raises(SystemExit) as info:
+        main(["detect", "-", "--conf", str(config)])
+    assert info.value.code == 2
+    assert "--config" in capsys.readouterr().err
+
+
+BAD_FILES = [
+    pytest.param(
+        "treshold = 0.9\n", "unknown key 'treshold' (did you mean 'threshold'?)", id="unknown key"
+    ),
+    pytest.param(
+        "batch-sise = 9\n",
+        "unknown key 'batch-sise' (did you mean 'batch-size'?)",
+        id="unknown key, dashes",
+    ),
+    pytest.param(
+        "[neardup]\nshceme = 'k6-b8'\n",
+        "unknown [neardup] key 'shceme'",
+        id="unknown key in [neardup]",
+    ),
+    pytest.param(
+        'output = "x.jsonl"\n',
+        "key 'output': --output is given on the command line only",
+        id="command-line only",
+    ),
+    pytest.param(
+        "progress = true\n",
+        "--progress is given on the command line only",
+        id="command-line only bool",
+    ),
+    pytest.param(
+        'input = "x.jsonl"\n',
+        "the input argument is given on the command line only",
+        id="positional",
+    ),
+    pytest.param('topic = "t"\n', "'input_topic' or 'output_topic'", id="an alias"),
+    pytest.param(
+        'threshold = "high"\n',
+        'threshold = "high": expected a number, not a string',
+        id="a float for a number",
+    ),
+    pytest.param(
+        "batch_size = 2.5\n",
+        "batch_size = 2.5: expected a whole number, not a float",
+        id="a float for an int",
+    ),
+    pytest.param(
+        'batch_size = "64"\n',
+        'batch_size = "64": expected a whole number, not a string',
+        id="a string for an int",
+    ),
+    pytest.param(
+        "batch-size = true\n",
+        "batch-size = true: expected a whole number, not a boolean",
+        id="a bool for an int",
+    ),
+    pytest.param(
+        'redis_cluster = "yes"\n',
+        'redis_cluster = "yes": expected true or false, not a string',
+        id="a string for a bool",
+    ),
+    pytest.param(
+        'features = "bag"\n', 'features = "bag": expected one of words, shingles', id="a choice"
+    ),
+    pytest.param(
+        'kafka-security-protocol = "TLS"\n',
+        "expected one of PLAINTEXT, SSL, SASL_PLAINTEXT",
+        id="a choice of Kafka",
+    ),
+    pytest.param(
+        "scheme = ['k6-b8']\n", "scheme = ['k6-b8']: expected a string, not an array", id="an array"
+    ),
+    pytest.param(
+        "threshold = 0.9\n[kafka]\nbootstrap_servers = 'h:1'\n",
+        "unexpected table [kafka]",
+        id="another table",
+    ),
+    pytest.param(
+        "[neardup.engine]\nscheme = 'k6-b8'\n",
+        "unexpected table [neardup.engine]",
+        id="a table in [neardup]",
+    ),
+    pytest.param(
+        "batch-size = 1\nbatch_size = 2\n",
+        "'batch_size' is given twice, as batch-size and batch_size",
+        id="twice",
+    ),
+    pytest.param(
+        'config = "other.toml"\n', "key 'config': a config file cannot name another", id="itself"
+    ),
+    pytest.param("threshold = \n", "not valid TOML: ", id="malformed"),
+]
+
+
+@pytest.mark.parametrize(("body", "message"), BAD_FILES)
+@pytest.mark.parametrize("form", ["--config FILE", "--config=FILE"])
+def test_a_bad_config_file_is_an_error_that_names_the_file_and_the_key(
+    tmp_path: Path, body: str, message: str, form: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "bad.toml"
+    config.write_text(body)
+    given = ["--config", str(config)] if " " in form else [f"--config={config}"]
+    code, decisions, _ = detect(tmp_path, [{"id": "a", "text": TEXT}], *given)
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert f"neardup: error: config file {config}: " in err
+    assert message in err
+    assert decisions == []
+
+
+@pytest.mark.parametrize("case", ["missing", "a directory", "not UTF-8"])
+def test_an_unreadable_config_file_is_an_error_that_says_why(
+    tmp_path: Path, case: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = {"missing": tmp_path / "nope.toml", "a directory": tmp_path}.get(case)
+    if config is None:
+        config = tmp_path / "latin1.toml"
+        config.write_bytes(b'index = "caf\xe9"\n')
+    code, _, _ = detect(tmp_path, [{"id": "a", "text": TEXT}], "--config", str(config))
+    err = capsys.readouterr().err
+    assert code == 2
+    reason = {"missing": "No such file", "a directory": "directory", "not UTF-8": "UTF-8"}[case]
+    assert f"config file {config}: " in err and reason in err
+
+
+BAD_VARIABLES = [
+    (
+        "NEARDUP_TRESHOLD",
+        "1",
+        "unknown variable NEARDUP_TRESHOLD (did you mean NEARDUP_THRESHOLD?)",
+    ),
+    (
+        "NEARDUP_threshold",
+        "0.9",
+        "unknown variable NEARDUP_threshold (did you mean NEARDUP_THRESHOLD",
+    ),
+    ("NEARDUP_TOPIC", "t", "(did you mean NEARDUP_INPUT_TOPIC or NEARDUP_OUTPUT_TOPIC?)"),
+    ("NEARDUP_INDEX_NAME", "x", "(did you mean NEARDUP_INDEX?)"),
+    ("NEARDUP_OUTPUT", "x.jsonl", "NEARDUP_OUTPUT: --output is given on the command line only"),
+    ("NEARDUP_PROGRESS", "1", "NEARDUP_PROGRESS: --progress is given on the command line only"),
+    ("NEARDUP_BATCH_SIZE", "abc", "NEARDUP_BATCH_SIZE='abc': expected a whole number"),
+    ("NEARDUP_WORKERS", "2.5", "NEARDUP_WORKERS='2.5': expected a whole number"),
+    ("NEARDUP_MAX_CANDIDATES", "", ""),  # empty: unset, no error
+    ("NEARDUP_VECTOR_SEED", "lots", "NEARDUP_VECTOR_SEED='lots': expected a whole number"),
+    ("NEARDUP_LITERAL_MEMORY", "1e9", "NEARDUP_LITERAL_MEMORY='1e9': expected a whole number"),
+    ("NEARDUP_THRESHOLD", "high", "NEARDUP_THRESHOLD='high': expected a number"),
+    ("NEARDUP_REDIS_CLUSTER", "maybe", "NEARDUP_REDIS_CLUSTER='maybe': expected true or false"),
+    ("NEARDUP_FEATURES", "bag", "NEARDUP_FEATURES='bag': expected one of words, shingles"),
+    ("NEARDUP_KAFKA_SASL_MECHANISM", "GSSAPI", "expected one of PLAIN, SCRAM-SHA-256"),
+]
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "message"), BAD_VARIABLES, ids=[v[0] for v in BAD_VARIABLES]
+)
+def test_a_bad_neardup_variable_is_an_error_that_names_it(
+    tmp_path: Path,
+    variable: str,
+    value: str,
+    message: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv(variable, value)
+    code, decisions, _ = detect(tmp_path, [{"id": "a", "text": TEXT}], "--workers", "0")
+    err = capsys.readouterr().err
+    if not message:
+        assert code == 0 and len(decisions) == 1
+        return
+    assert code == 2, err
+    assert f"neardup: error: environment: {message}" in err or message in err
+    assert variable in err
+
+
+def test_neardup_stack_variables_belong_to_ops_and_are_not_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("NEARDUP_STACK_REDIS_PASSWORD", "pw")
+    monkeypatch.setenv("NEARDUP_STACK_ANYTHING_AT_ALL", "x")
+    code, decisions, _ = detect(tmp_path, [{"id": "a", "text": TEXT}], "--workers", "0")
+    assert code == 0 and len(decisions) == 1
+
+
+def test_an_unknown_variable_stops_the_process(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from .helpers import ROOT, SAMPLE
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NEARDUP_")}
+    env.update(PYTHONPATH=str(ROOT), NEARDUP_TRESHOLD="1")
+    out = tmp_path / "out.jsonl"
+    done = subprocess.run(
+        [sys.executable, "-m", "detector", "detect", str(SAMPLE), "-o", str(out)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert "NEARDUP_TRESHOLD (did you mean NEARDUP_THRESHOLD?)" in done.stderr
+    assert "Traceback" not in done.stderr and not out.exists()
+
+
+def test_renamed_options_keep_their_old_flags(monkeypatch: pytest.MonkeyPatch) -> None:
+    """detect --index-name is --index; produce's and tail's --topic are --input-topic and
+    --output-topic, whose variables they now read."""
+    for flag in ("--index", "--index-name"):
+        assert parser().parse_args(["detect", flag, "x"]).index == "x"
+    for flag in ("--topic", "--input-topic"):
+        assert parser().parse_args(["produce", flag, "t"]).input_topic == "t"
+    for flag in ("--topic", "--output-topic"):
+        assert parser().parse_args(["tail", flag, "t"]).output_topic == "t"
+    assert parser().parse_args(["produce"]).input_topic == "documents"
+    assert parser().parse_args(["tail"]).output_topic == "decisions"
+    monkeypatch.setenv("NEARDUP_INPUT_TOPIC", "in")
+    monkeypatch.setenv("NEARDUP_OUTPUT_TOPIC", "out")
+    monkeypatch.setenv("NEARDUP_INDEX", "ix")
+    assert parser().parse_args(["produce"]).input_topic == "in"
+    assert parser().parse_args(["tail"]).output_topic == "out"
+    serve = parser().parse_args(["serve"])
+    assert (serve.input_topic, serve.output_topic, serve.index) == ("in", "out", "ix")
+    assert parser().parse_args(["detect"]).index == "ix"
+    assert parser().parse_args(["index", "import", "f"]).index == "ix"

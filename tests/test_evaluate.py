@@ -13,7 +13,7 @@ from detector.cli import main
 from detector.errors import ConfigError
 from detector.evaluate import evaluate, load_jsonl, nearest_earlier
 
-from .conftest import SAMPLE, SAMPLE_TRUTH, read_jsonl, write_jsonl
+from .helpers import SAMPLE, SAMPLE_TRUTH, read_jsonl, write_jsonl
 
 
 def decision(doc_id: str, dup: str | None, fp: int = 0) -> dict[str, Any]:

@@ -13,80 +13,12 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from detector.engine import Engine
-from detector.pipeline import prepare, run
+from detector.pipeline import Limits, prepare, run
 from detector.records import DEFAULT_MAX_BYTES, DEFAULT_MAX_TOKENS, Document, RawRecord
+from detector.stream.memory import ListSink
 
-from .test_pipeline import ListSink, make_detector
-
-# Pieces of hostile text: controls, bidi, scripts without spaces, emoji sequences,
-# combining marks (one long run of alternating classes), NFKC expansions, markup and
-# entities (one far beyond Python's int() digit limit), a long word.
-FRAGMENTS = [
-    "\x00",
-    "\x07\x1b[31m",
-    "\x7f\x85",
-    "\u202e\u2066rtl\u2069\u202c",
-    "\u200f\u200e\u200b\u200d\ufeff",
-    "עברית ومرحبا",
-    "中文分词日本語のテキスト",
-    "ภาษาไทย한국어",
-    "👩\u200d💻🇫🇷👍🏽",
-    "e\u0301\u0308",
-    "\u0301\u0316" * 40,
-    "\u0f73" * 40,
-    "\ufdfa\u3316ﬃ",
-    "Straße İ",
-    "<html>",
-    "<!doctype html>",
-    "<p>",
-    "<script>x=1</script>",
-    "<SCRIPT type='a<b'>",
-    "</script >",
-    "<style>",
-    "</style>",
-    "<!--",
-    "-->",
-    "<",
-    ">",
-    "&amp;",
-    "&#65;",
-    "&#x1F600;",
-    "&#0000000000065;",
-    "&#" + "9" * 5000 + ";",
-    "&am",
-    "p;",
-    "&#xD800;",
-    "a" * 3000,
-    " ",
-    "\n\t",
-]
-any_text = st.text(st.characters(), max_size=30)  # surrogates included
-hostile_text = st.lists(st.one_of(st.sampled_from(FRAGMENTS), any_text), max_size=12).map("".join)
-json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats() | any_text,
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(any_text, inner, max_size=4),
-    max_leaves=12,
-)
-ids = st.text(min_size=1, max_size=12)
-# Records right in form, hostile in content; and objects with anything in every field.
-plausible = st.fixed_dictionaries(
-    {"id": ids, "text": hostile_text},
-    optional={
-        "url": st.text(max_size=20),
-        "embedding": st.lists(st.floats(-1e300, 1e300) | st.integers(-1000, 1000), min_size=1),
-        "meta": st.dictionaries(any_text, json_values, max_size=3),
-    },
-)
-anything = st.fixed_dictionaries(
-    {"id": st.one_of(ids, json_values)},
-    optional={
-        "text": st.one_of(hostile_text, json_values),
-        "url": st.one_of(st.text(max_size=20), json_values),
-        "embedding": st.one_of(st.lists(st.floats() | st.integers(), min_size=1), json_values),
-        "meta": json_values,
-    },
-)
-records = st.one_of(plausible, plausible, anything)
+from .helpers import make_detector
+from .strategies import hostile_text, json_values, records
 
 
 @st.composite
@@ -155,7 +87,7 @@ def test_prepare_then_process_decides_or_rejects_every_record(
     raws: list[bytes], max_tokens: int, options: dict[str, Any]
 ) -> None:
     detector = make_detector(**options)
-    batch = prepare(detector.engine, numbered(raws), DEFAULT_MAX_BYTES, max_tokens)
+    batch = prepare(detector.engine, numbered(raws), Limits(DEFAULT_MAX_BYTES, max_tokens))
     assert batch.size == len(raws) == len(batch.docs) + len(batch.errors)
     bad = check_errors(batch.errors, raws)
     decisions = detector.process(batch.docs, batch.prints) if batch.docs else []
@@ -176,8 +108,7 @@ def test_run_publishes_one_decision_or_one_error_per_record(
         numbered(raws),
         sink,
         batch_size,
-        DEFAULT_MAX_BYTES,
-        max_tokens=max_tokens,
+        Limits(DEFAULT_MAX_BYTES, max_tokens),
     )
     assert counts.records == len(raws) == len(sink.out) + len(sink.errors)
     assert counts.errors == len(sink.errors) == sum(counts.reasons.values())
@@ -214,7 +145,7 @@ def test_the_limits_are_errors_not_exceptions() -> None:
             json.dumps({"id": "many", "text": "a " * 50}).encode(),
         ]
     )
-    out = prepare(Engine(), batch, max_bytes=150, max_tokens=49)
+    out = prepare(Engine(), batch, Limits(max_bytes=150, max_tokens=49))
     assert [e["reason"] for e in out.errors] == ["too_large", "too_many_tokens"]
     assert out.errors[1]["detail"] == "50 tokens, the limit is 49"
     assert not out.docs

@@ -1,369 +1,240 @@
-"""detector.pipeline: decisions in order, exact copies, redeliveries, near duplicates, batch
-independence, embeddings; the Detector over a MemoryIndex, and run() over a list sink."""
+"""detector.pipeline: the loop's commit order, retries that lose nothing, conflicts redone,
+stopping between batches, parsing and the limits; over the list source and sink, no server."""
 
 from __future__ import annotations
 
 import json
 import random
-from dataclasses import asdict
-from functools import cache
+from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
-from detector.engine import TEXT_SPACE
+from detector.decide import Detector
+from detector.errors import BackendUnavailable, Contention
+from detector.index import Commit, Committed, Found, Query
 from detector.index.memory import MemoryIndex
-from detector.pipeline import Detector, prepare, run
-from detector.records import DEFAULT_MAX_BYTES, DEFAULT_MAX_TOKENS, Decision, Document
+from detector.pipeline import Limits, Loop, Prepared, prepare, run
+from detector.records import DEFAULT_MAX_TOKENS, Decision
+from detector.retry import CONFLICTS, ExponentialBackoff, Retry
 from detector.settings import EngineSettings
-from detector.simhash import hyperplanes, simhash_vectors
-from detector.verify import LiteralCheck, jaccard
+from detector.stream.memory import ListSink, ListSource
 
-from .conftest import SAMPLE, read_jsonl
-
-
-def make_detector(**options: Any) -> Detector:
-    settings = EngineSettings(**options)
-    scheme = settings.block_scheme()
-    return Detector(
-        settings.engine(), MemoryIndex(scheme), scheme, settings.literal(), settings.max_candidates
-    )
-
-
-def decide(
-    docs: list[Document], batch_size: int, detector: Detector | None = None, **options: Any
-) -> list[Decision]:
-    detector = detector or make_detector(**options)
-    out: list[Decision] = []
-    for start in range(0, len(docs), batch_size):
-        out += detector.process(docs[start : start + batch_size])
-    return out
-
-
-def verdict(d: Decision) -> tuple[Any, ...]:
-    return (
-        d.id,
-        d.decision,
-        d.duplicate_of,
-        d.distance,
-        None if d.similarity is None else round(d.similarity, 9),
-        d.fingerprint,
-        d.exact,
-    )
-
-
-@cache
-def sample_texts() -> list[str]:
-    return [r["text"] for r in read_jsonl(SAMPLE)]
-
-
-def words_text(seed: int, n: int = 300) -> str:
-    rng = random.Random(seed)
-    return " ".join(f"w{rng.randrange(20_000)}" for _ in range(n))
-
-
-def edit_words(text: str, count: int, seed: int) -> str:
-    rng = random.Random(seed)
-    ws = text.split()
-    for i in rng.sample(range(len(ws)), count):
-        ws[i] = f"edited{rng.randrange(10**6)}"
-    return " ".join(ws)
-
-
-def assert_duplicates_name_earlier(docs: list[Document], decisions: list[Decision]) -> None:
-    assert [d.id for d in decisions] == [doc.id for doc in docs], "one decision per record"
-    first_seen: dict[str, int] = {}
-    for i, doc in enumerate(docs):
-        first_seen.setdefault(doc.id, i)
-    for i, d in enumerate(decisions):
-        if d.duplicate_of is not None:
-            assert d.duplicate_of in first_seen, d
-            assert first_seen[d.duplicate_of] < i, f"{d.id} names a later record"
-            assert d.duplicate_of != d.id
-
-
-# --- the basic decisions ---------------------------------------------------------------
-
-
-def test_exact_copy_near_copy_and_unrelated() -> None:
-    original = words_text(1)
-    docs = [
-        Document("orig", original),
-        Document("copy", original),
-        Document("spaced", "  " + original.replace(" ", "\n\t ") + "\n"),
-        Document("near", edit_words(original, 4, seed=2)),
-        Document("other", words_text(3)),
-    ]
-    for batch_size in (1, len(docs)):
-        d = {x.id: x for x in decide(docs, batch_size)}
-        assert (d["orig"].decision, d["orig"].duplicate_of) == ("unique", None)
-        for copy in ("copy", "spaced"):
-            assert d[copy].decision == "duplicate"
-            assert d[copy].duplicate_of == "orig"
-            assert d[copy].exact is True
-            assert d[copy].distance == 0 and d[copy].similarity == 1.0
-            assert d[copy].fingerprint == d["orig"].fingerprint
-        assert d["near"].decision == "duplicate" and d["near"].duplicate_of == "orig"
-        assert d["near"].exact is False
-        assert d["near"].distance is not None and 0 <= d["near"].distance <= 6
-        assert d["near"].similarity is not None and d["near"].similarity >= 0.8
-        assert (d["other"].decision, d["other"].duplicate_of) == ("unique", None)
-        assert d["other"].distance is None and d["other"].similarity is None
-
-
-def test_below_the_threshold_is_unique_even_when_the_fingerprint_is_near() -> None:
-    """The literal pass decides: a heavily edited copy may keep a near fingerprint, but
-    with a threshold of 0.99 it is not a duplicate; with 0.5 it is."""
-    original = words_text(4)
-    edited = edit_words(original, 6, seed=5)
-    docs = [Document("a", original), Document("b", edited)]
-    strict = decide(docs, 2, threshold=0.99)[1]
-    loose = decide(docs, 2, threshold=0.5)[1]
-    assert strict.decision == "unique"
-    assert loose.decision == "duplicate" and loose.duplicate_of == "a"
-    assert loose.similarity is not None and 0.5 <= loose.similarity < 0.99
-
-
-def test_decision_carries_audit_fields() -> None:
-    detector = make_detector()
-    (d,) = detector.process([Document("a", "hello world")])
-    body = json.loads(d.to_json())
-    assert body["features"] == detector.engine.version
-    assert body["index"] == "default"
-    assert body["detector"]
-    assert body["decided_at"]
-    assert len(body["fingerprint"]) == 16
-
-
-# --- redelivery ---------------------------------------------------------------------
-
-
-def test_a_repeated_id_gets_the_identical_decision() -> None:
-    original = words_text(6)
-    docs = [
-        Document("a", original),
-        Document("b", edit_words(original, 3, seed=1)),
-        Document("c", words_text(7)),
-        Document("b", edit_words(original, 3, seed=1)),  # redelivered, same batch or not
-        Document("a", original),
-        Document("c", "even with another text, an id decided once keeps its decision"),
-    ]
-    for batch_size in (1, 2, 3, len(docs)):
-        out = decide(docs, batch_size)
-        assert len(out) == len(docs)
-        by_first = {}
-        for d in out:
-            by_first.setdefault(d.id, d)
-            assert asdict(d) == asdict(by_first[d.id]), "including its timestamp"
-        assert by_first["b"].duplicate_of == "a"
-
-
-def test_redelivery_of_a_whole_batch() -> None:
-    detector = make_detector()
-    docs = [Document(f"r{i}", words_text(i % 3, 80)) for i in range(6)]
-    first = detector.process(docs)
-    again = detector.process(docs)
-    assert [asdict(d) for d in again] == [asdict(d) for d in first]
-
-
-# --- batches ------------------------------------------------------------------------
-
-
-def stream_from(texts: list[str], rng: random.Random, size: int) -> list[Document]:
-    """Originals, and reposts of earlier ones: words edited, an advert inserted, the tail
-    trimmed, spacing changed, or an exact copy; sometimes an id delivered twice."""
-    docs: list[Document] = []
-    for i in range(size):
-        if docs and rng.random() < 0.45:
-            base = rng.choice(docs).text
-            kind = rng.choice(["edit", "advert", "trim", "spacing", "copy"])
-            if kind == "edit":
-                ws = base.split()
-                for _ in range(rng.randint(1, 4)):
-                    if ws:
-                        ws[rng.randrange(len(ws))] = f"x{rng.randrange(999)}"
-                text = " ".join(ws)
-            elif kind == "advert":
-                cut = rng.randrange(len(base) + 1)
-                text = base[:cut] + "\nBUY NOW: cheap widgets at example dot com\n" + base[cut:]
-            elif kind == "trim":
-                text = base[: max(1, int(len(base) * rng.uniform(0.8, 0.97)))]
-            elif kind == "spacing":
-                text = base.replace(" ", "  ")
-            else:
-                text = base
-        else:
-            text = rng.choice(texts)
-        docs.append(Document(f"s{i}", text))
-        if rng.random() < 0.05:
-            docs.append(Document(docs[rng.randrange(len(docs))].id, "redelivered"))
-    return docs
-
-
-@settings(max_examples=8)
-@given(seed=st.integers(0, 10**6), batch=st.integers(2, 9))
-def test_same_decisions_whatever_the_batch_size(seed: int, batch: int) -> None:
-    """Documents of one batch find each other exactly as they find earlier batches: the
-    decisions with --batch-size 1, B and everything-at-once are identical."""
-    rng = random.Random(seed)
-    docs = stream_from(sample_texts()[:120], rng, 40)
-    one = [verdict(d) for d in decide(docs, 1)]
-    some = [verdict(d) for d in decide(docs, batch)]
-    whole = [verdict(d) for d in decide(docs, len(docs))]
-    assert one == some == whole
-    assert_duplicates_name_earlier(docs, decide(docs, batch))
-
-
-def test_same_decisions_on_the_sample_with_batch_sizes_1_and_512() -> None:
-    docs = [Document(r["id"], r["text"]) for r in read_jsonl(SAMPLE)[:250]]
-    one = decide(docs, 1)
-    big = decide(docs, 512)
-    assert [verdict(d) for d in one] == [verdict(d) for d in big]
-    assert_duplicates_name_earlier(docs, big)
-    assert sum(d.decision == "duplicate" for d in big) >= 3
-
-
-@pytest.mark.parametrize("batch_size", [1, 5])
-@pytest.mark.parametrize("cache_size", [1, 3])
-def test_a_small_literal_cache_changes_nothing(cache_size: int, batch_size: int) -> None:
-    """Shingle sets evicted from the literal cache are read back from the index's texts:
-    the decisions are those of a cache that holds everything."""
-    rng = random.Random(17)
-    docs = stream_from(sample_texts()[:80], rng, 60)
-    settings = EngineSettings()
-    scheme = settings.block_scheme()
-    small = Detector(
-        settings.engine(),
-        MemoryIndex(scheme),
-        scheme,
-        LiteralCheck(settings.threshold, settings.literal_shingle, cache_size),
-        settings.max_candidates,
-    )
-    got = [verdict(d) for d in decide(docs, batch_size, detector=small)]
-    assert got == [verdict(d) for d in decide(docs, batch_size)]
-    assert sum(v[1] == "duplicate" for v in got) >= 5
-
-
-@pytest.mark.parametrize("n", [1, 3, 8])
-def test_literal_shingle_size_is_the_same_for_batch_and_index(n: int) -> None:
-    rng = random.Random(n)
-    docs = stream_from(sample_texts()[:80], rng, 40)
-    one = [verdict(d) for d in decide(docs, 1, literal_shingle=n)]
-    assert one == [verdict(d) for d in decide(docs, 40, literal_shingle=n)]
-
-
-NATO = (
-    "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike "
-    "november oscar papa quebec romeo sierra tango uniform victor whiskey xray yankee zulu"
+from .helpers import (
+    decision_verdict,
+    edit_words,
+    make_detector,
+    sample_texts,
+    stream_from,
+    words_text,
 )
 
-
-def test_every_document_sharing_a_fingerprint_is_a_candidate() -> None:
-    """Word features are a bag: a text and its words in another order share one
-    fingerprint but not their shingles. A third text that copies the second (one word
-    added) is its near duplicate, and must be found whether the second arrived in the
-    same batch or an earlier one, although the first holds the fingerprint already."""
-    words = NATO.split()
-    a = Document("A", " ".join(words))
-    b = Document("B", " ".join(reversed(words)))
-    c = Document("C", " ".join(reversed(words)) + " extra")
-    for batch_size in (1, 2, 3):
-        out = decide([a, b, c], batch_size)
-        assert out[0].fingerprint == out[1].fingerprint, "the premise: a shared fingerprint"
-        assert (out[1].fingerprint ^ out[2].fingerprint).bit_count() <= 6, "and C near it"
-        assert out[1].decision == "unique"
-        assert (out[2].decision, out[2].duplicate_of) == ("duplicate", "B"), batch_size
+NO_WAIT = Retry(ExponentialBackoff(0.0, 0.0), (BackendUnavailable, Contention))
 
 
-def test_no_two_near_duplicates_are_both_unique() -> None:
-    """The DESIGN invariant, as the detector judges near: fingerprints within k and
-    shingle Jaccard >= threshold. Checked over all pairs of unique decisions."""
-    rng = random.Random(42)
-    docs = stream_from(sample_texts()[:150], rng, 120)
-    detector = make_detector()
-    out = decide(docs, 16, detector=detector)
-    firsts = list({doc.id: doc for doc in reversed(docs)}.values())  # first delivery of each
-    prints = {doc.id: p for doc, p in zip(firsts, detector.engine.fingerprint(firsts), strict=True)}
-    unique = [d.id for d in dict((d.id, d) for d in out).values() if d.decision == "unique"]
-    k = detector.scheme.k
-    for i, x in enumerate(unique):
-        for y in unique[:i]:
-            px, py = prints[x], prints[y]
-            if px.space == py.space and (px.fingerprint ^ py.fingerprint).bit_count() <= k:
-                assert jaccard(px.shingles, py.shingles) < detector.literal.threshold, (x, y)
-
-
-# --- embeddings ---------------------------------------------------------------------
-
-
-def test_records_with_embeddings_get_hyperplane_fingerprints() -> None:
-    rng = np.random.default_rng(3)
-    v = rng.standard_normal(32)
-    docs = [
-        Document("a", "text one", embedding=v.tolist()),
-        Document("b", "text two", embedding=(-v).tolist()),
-    ]
-    for seed in (0, 7):
-        out = decide(docs, 2, vector_seed=seed)
-        planes = hyperplanes(32, seed)
-        expected = simhash_vectors(np.array([v, -v]), planes).tolist()
-        assert [d.fingerprint for d in out] == expected
-        assert (out[0].fingerprint ^ out[1].fingerprint).bit_count() == 64
-
-
-def test_near_vectors_are_decided_by_the_literal_pass_on_their_text() -> None:
-    rng = np.random.default_rng(8)
-    v = rng.standard_normal(64)
-    near = v + 0.001 * rng.standard_normal(64)  # same hyperplane signs, or nearly
-    text = words_text(9)
-    docs = [
-        Document("a", text, embedding=v.tolist()),
-        Document("b", edit_words(text, 3, seed=1), embedding=near.tolist()),  # same story
-        Document("c", words_text(10), embedding=near.tolist()),  # near vector, other text
-        Document("d", edit_words(text, 2, seed=3)),  # same story, no embedding: text space
-        Document("e", edit_words(text, 2, seed=4), embedding=v[:32].tolist()),  # other dim
-    ]
-    for batch_size in (1, len(docs)):
-        out = {d.id: d for d in decide(docs, batch_size)}
-        assert (out["a"].fingerprint ^ out["c"].fingerprint).bit_count() <= 6
-        assert (out["b"].decision, out["b"].duplicate_of) == ("duplicate", "a")
-        assert out["c"].decision == "unique", "a near vector alone does not make a duplicate"
-        # Fingerprints of another kind never meet: text space and 32-dim vectors.
-        assert out["d"].decision == "unique"
-        assert out["e"].decision == "unique"
-
-
-def test_embedding_prints_live_in_their_own_space() -> None:
-    detector = make_detector()
-    p = detector.engine.fingerprint([Document("a", "x", embedding=[1.0, 2.0]), Document("b", "x")])
-    assert p[0].space != p[1].space
-    assert p[1].space == TEXT_SPACE
-    assert (
-        p[0].space
-        == detector.engine.fingerprint([Document("c", "y", embedding=[3.0, -1.0])])[0].space
+def detector(index: Any = None) -> Detector:
+    settings = EngineSettings()
+    scheme = settings.block_scheme()
+    return Detector(
+        settings.engine(),
+        index if index is not None else MemoryIndex(scheme),
+        scheme,
+        settings.literal(),
+        settings.max_candidates,
     )
+
+
+def records(n: int, copies: int = 1) -> list[bytes]:
+    """n distinct texts, each `copies` times under different ids."""
+    return [
+        json.dumps({"id": f"d{i}-{c}", "text": f"text number {i} " + "word " * (20 + i)}).encode()
+        for i in range(n)
+        for c in range(copies)
+    ]
+
+
+class Journal:
+    """A sink and a source's commit that write what happens, in order, to one list."""
+
+    def __init__(self, events: list[tuple[str, Any]]) -> None:
+        self.events = events
+
+
+class JournalSink(Journal):
+    def __init__(self, events: list[tuple[str, Any]], failures: int = 0) -> None:
+        super().__init__(events)
+        self.failures = failures  # flushes that fail before one succeeds
+        self.published: list[str] = []
+        self.pending: list[str] = []
+
+    def decisions(self, decisions: list[Decision]) -> None:
+        self.pending += [d.id for d in decisions]
+        self.events.append(("send", len(decisions)))
+
+    def error(self, record: dict[str, object]) -> None:
+        self.pending.append(f"error:{record['line']}")
+        self.events.append(("send-error", record["reason"]))
+
+    def flush(self) -> None:
+        if self.failures:
+            self.failures -= 1
+            self.pending = []  # what a failed flush took is lost and must be sent again
+            self.events.append(("flush-failed", None))
+            raise BackendUnavailable("broker away")
+        self.published += self.pending
+        self.pending = []
+        self.events.append(("flush", None))
+
+    def close(self) -> None:
+        self.events.append(("close-sink", None))
+
+
+class JournalSource(ListSource):
+    def __init__(self, raw: list[bytes], batch_size: int, events: list[tuple[str, Any]]) -> None:
+        super().__init__(raw, batch_size)
+        self.events = events
+
+    def commit(self, position: object) -> None:
+        super().commit(position)
+        self.events.append(("commit", position))
+
+
+def test_each_batch_is_published_then_flushed_then_committed() -> None:
+    events: list[tuple[str, Any]] = []
+    raw = [*records(5), b"not json", *records(2)]
+    source, sink = JournalSource(raw, 3, events), JournalSink(events)
+    counts = Loop(detector(), source, sink, retry=NO_WAIT).run()
+    assert counts.records == 8
+    assert events == [
+        ("send", 3),
+        ("flush", None),
+        ("commit", 3),
+        ("send-error", "invalid_json"),
+        ("send", 2),
+        ("flush", None),
+        ("commit", 6),
+        ("send", 2),
+        ("flush", None),
+        ("commit", 8),
+    ]
+    assert len(sink.published) == len(raw)
+
+
+def test_a_flush_that_fails_is_retried_and_nothing_is_committed_before_it_holds() -> None:
+    events: list[tuple[str, Any]] = []
+    seen: list[tuple[str, str]] = []
+
+    class Watch:
+        def polled(self, records: int) -> None: ...
+        def retrying(self, step: str, exc: Exception, wait: float) -> None:
+            seen.append((step, str(exc)))
+
+        def done(self, batch: Prepared, decisions: list[Decision], seconds: float) -> None: ...
+
+    raw = records(4)
+    source, sink = JournalSource(raw, 4, events), JournalSink(events, failures=2)
+    Loop(detector(), source, sink, observers=[Watch()], retry=NO_WAIT).run()
+    assert [e for e, _ in events] == [
+        "send",
+        "flush-failed",
+        "send",
+        "flush-failed",
+        "send",
+        "flush",
+        "commit",
+    ]
+    assert seen == [("publish", "broker away")] * 2
+    assert sorted(sink.published) == sorted(json.loads(r)["id"] for r in raw)
+
+
+class FlakyIndex(MemoryIndex):
+    """A memory index whose lookups fail `outages` times, and whose commits stop short
+    `conflicts` times (as when another consumer indexed a near-duplicate first)."""
+
+    def __init__(self, outages: int = 0, conflicts: int = 0, stuck: bool = False) -> None:
+        super().__init__(EngineSettings().block_scheme())
+        self.outages, self.conflicts, self.lookups = outages, conflicts, 0
+        self.stuck = stuck  # every commit meets a conflict at its first document
+
+    def lookup(self, queries: Sequence[Query]) -> list[Found]:
+        self.lookups += 1
+        if self.outages:
+            self.outages -= 1
+            raise BackendUnavailable("Redis: connection refused")
+        return super().lookup(queries)
+
+    def commit(self, items: Sequence[Commit]) -> Committed:
+        if self.stuck:
+            return Committed(0, {})
+        if self.conflicts and len(items) > 1:
+            self.conflicts -= 1
+            return super().commit(items[:1])  # the rest met a conflict
+        return super().commit(items)
+
+
+def verdicts(decisions: list[Decision]) -> list[tuple[Any, ...]]:
+    return [(d.id, d.duplicate_of, d.distance, d.exact) for d in decisions]
+
+
+def test_an_outage_of_the_index_is_waited_out_and_decides_alike() -> None:
+    raw = records(6, copies=2)
+    calm, flaky = ListSink(), ListSink()
+    run(detector(), raw, calm, 4)
+    index = FlakyIndex(outages=3)
+    Loop(detector(index), ListSource(raw, 4), flaky, retry=NO_WAIT).run()
+    assert verdicts(flaky.out) == verdicts(calm.out)
+    assert index.lookups == 3 + 3  # three failed, then one per batch
+
+
+def test_conflicts_redo_the_rest_of_the_batch_and_decide_alike() -> None:
+    raw = records(6, copies=2)
+    calm = ListSink()
+    run(detector(), raw, calm, 12)
+    index = FlakyIndex(conflicts=5)
+    d = detector(index)
+    flaky = ListSink()
+    run(d, raw, flaky, 12)
+    assert verdicts(flaky.out) == verdicts(calm.out)
+    assert d.conflicts == 5
+
+
+def test_conflicts_beyond_the_limit_raise_contention_not_an_outage() -> None:
+    d = detector(FlakyIndex(stuck=True))
+    batch = prepare(d.engine, [(r, {}) for r in records(3)])
+    with pytest.raises(Contention):
+        d.process(batch.docs, batch.prints)
+    assert CONFLICTS.attempts is not None and d.conflicts == CONFLICTS.attempts
+    assert not issubclass(Contention, BackendUnavailable)
+
+
+def test_the_loop_stops_after_the_batch_in_flight() -> None:
+    source, sink = ListSource(records(9), 3), ListSink()
+    loop = Loop(detector(), source, sink, retry=NO_WAIT)
+
+    class StopAfterFirst:
+        def polled(self, records: int) -> None: ...
+        def retrying(self, step: str, exc: Exception, wait: float) -> None: ...
+        def done(self, batch: Prepared, decisions: list[Decision], seconds: float) -> None:
+            loop.stopping = True
+
+    loop.observers = [StopAfterFirst()]
+    counts = loop.run()
+    assert counts.records == 3 and source.committed == [3] and sink.flushed == 3
+
+
+def test_upkeep_runs_between_batches_at_most_once_per_period() -> None:
+    calls: list[int] = []
+    loop = Loop(detector(), ListSource(records(6), 1), ListSink(), retry=NO_WAIT)
+    loop.upkeep, loop.upkeep_every = (lambda: calls.append(1)), 3600.0
+    loop.run()
+    assert calls == [1]
+    loop = Loop(detector(), ListSource(records(6), 1), ListSink(), retry=NO_WAIT)
+    loop.upkeep, loop.upkeep_every = (lambda: calls.append(2)), 0.0
+    loop.run()
+    assert calls.count(2) == 6  # after every batch
 
 
 # --- run(): parsing, errors and the sink ------------------------------------------------
-
-
-class ListSink:
-    def __init__(self) -> None:
-        self.out: list[Decision] = []
-        self.errors: list[dict[str, object]] = []
-        self.flushes = 0
-
-    def decisions(self, decisions: list[Decision]) -> None:
-        self.out += decisions
-
-    def error(self, record: dict[str, object]) -> None:
-        self.errors.append(record)
-
-    def flush(self) -> None:
-        self.flushes += 1
 
 
 @pytest.mark.parametrize("batch_size", [1, 2, 100])
@@ -379,7 +250,7 @@ def test_run_publishes_a_decision_or_an_error_for_every_record(batch_size: int) 
     ]
     records = [(raw, {"source": "test", "line": n}) for n, raw in enumerate(lines, 1)]
     sink = ListSink()
-    counts = run(make_detector(), records, sink, batch_size, max_bytes=100_000)
+    counts = run(make_detector(), records, sink, batch_size, Limits(max_bytes=100_000))
     assert [d.id for d in sink.out] == ["a", "b", "c"]
     assert [(e["line"], e["reason"]) for e in sink.errors] == [
         (2, "invalid_json"),
@@ -405,9 +276,9 @@ def test_run_with_worker_processes_gives_the_same_decisions() -> None:
         for i, d in enumerate(docs, 1)
     ]
     inline, workers = ListSink(), ListSink()
-    run(make_detector(), records, inline, 4, 10**7, workers=0)
-    run(make_detector(), records, workers, 4, 10**7, workers=2, start_method="fork")
-    assert [verdict(d) for d in workers.out] == [verdict(d) for d in inline.out]
+    run(make_detector(), records, inline, 4, Limits(10**7), workers=0)
+    run(make_detector(), records, workers, 4, Limits(10**7), workers=2, start_method="fork")
+    assert [decision_verdict(d) for d in workers.out] == [decision_verdict(d) for d in inline.out]
     assert len(inline.out) == len(docs)
 
 
@@ -421,14 +292,14 @@ def test_a_record_over_the_token_limit_is_an_error_record_and_the_rest_are_decid
         for n, t in enumerate(texts, 1)
     ]
     sink = ListSink()
-    counts = run(make_detector(), records, sink, 100, DEFAULT_MAX_BYTES)
+    counts = run(make_detector(), records, sink, 100)
     assert [d.id for d in sink.out] == ["2", "3", "4"]  # one 2 MB word is one token
     assert [(e["line"], e["reason"], e["detail"]) for e in sink.errors] == [
         (1, "too_many_tokens", f"1000000 tokens, the limit is {DEFAULT_MAX_TOKENS}")
     ]
     assert counts.reasons == {"too_many_tokens": 1}
     sink = ListSink()
-    run(make_detector(), records, sink, 100, DEFAULT_MAX_BYTES, max_tokens=20)
+    run(make_detector(), records, sink, 100, Limits(max_tokens=20))
     assert [d.id for d in sink.out] == ["3", "4"]
 
 
@@ -436,6 +307,6 @@ def test_the_token_limit_counts_the_normalized_text() -> None:
     """NFKC makes six katakana of U+3316: 100 characters, 600 tokens."""
     detector = make_detector()
     raw = json.dumps({"id": "kana", "text": "\u3316" * 100}).encode()
-    out = prepare(detector.engine, [(raw, {})], DEFAULT_MAX_BYTES, max_tokens=599)
+    out = prepare(detector.engine, [(raw, {})], Limits(max_tokens=599))
     assert [e["detail"] for e in out.errors] == ["600 tokens, the limit is 599"]
-    assert len(prepare(detector.engine, [(raw, {})], DEFAULT_MAX_BYTES, 600).docs) == 1
+    assert len(prepare(detector.engine, [(raw, {})], Limits(max_tokens=600)).docs) == 1

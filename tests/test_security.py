@@ -10,7 +10,6 @@ import re
 import ssl
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,15 +22,13 @@ from kafka.errors import (
 )
 from redis.exceptions import AuthenticationWrongNumberOfArgsError, NoPermissionError
 
-from detector import config
 from detector.access import Secret, read_secret, redact_url
 from detector.cli import _kafka_settings, _redis_settings, main, parser
-from detector.config import load_file
 from detector.errors import ConfigError, cause
-from detector.index.connect import RedisSettings, refusal
+from detector.index.redis.connect import RedisSettings, refusal
 from detector.stream.kafka import KafkaSettings, _refused
 
-from .conftest import ROOT
+from .helpers import ROOT
 
 PASSWORD = "s3cret-Pa55-9f2c"  # distinctive, so a leak cannot hide among other words
 
@@ -488,14 +485,8 @@ def test_security_options_come_from_the_command_line(pem: Path, tmp_path: Path) 
     )
 
 
-@pytest.fixture
-def no_config_file() -> Iterator[None]:
-    yield
-    config._file_settings.clear()  # what load_file read stays out of the other tests
-
-
 def test_security_options_come_from_the_environment_and_the_config_file(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, no_config_file: None
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     config = tmp_path / "neardup.toml"
     config.write_text(
@@ -504,7 +495,7 @@ def test_security_options_come_from_the_environment_and_the_config_file(
         'kafka_username = "from-file"\n'
         'redis_username = "from-file"\n'
     )
-    load_file(str(config))
+    monkeypatch.setenv("NEARDUP_CONFIG", str(config))  # what parser() reads
     monkeypatch.setenv("NEARDUP_KAFKA_PASSWORD", PASSWORD)
     monkeypatch.setenv("NEARDUP_REDIS_PASSWORD", "rpw")
     monkeypatch.setenv("NEARDUP_KAFKA_USERNAME", "from-env")  # the environment wins

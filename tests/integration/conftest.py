@@ -19,22 +19,16 @@ for _message in ("read_text is deprecated", "open_text is deprecated"):
 
 from kafka.errors import KafkaError  # noqa: E402
 
-from .kit import (  # noqa: E402
+from .admin import admin, create_topics, delete_groups, delete_topics, drop_index  # noqa: E402
+from .endpoints import (  # noqa: E402
     BOOTSTRAP,
     REDIS_CLUSTER_URL,
     REDIS_URL,
-    DecisionReader,
-    Names,
-    Serve,
-    TopicReader,
-    admin,
     cluster_client,
-    create_topics,
-    delete_groups,
-    delete_topics,
-    drop_index,
     redis_client,
 )
+from .processes import Names, Serve  # noqa: E402
+from .readers import DecisionReader, TopicReader  # noqa: E402
 
 STARTUP_WAIT = 60.0  # seconds the servers get to answer (CI may have just started them)
 HERE = Path(__file__).resolve().parent
@@ -48,8 +42,14 @@ ORDER = [
 ]
 
 
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Reorder this directory's tests among themselves (the others keep their places)."""
+    """Mark every test of this directory `integration` (so that `pytest -m "not
+    integration"` runs the unit suite alone, with no server), and reorder them among
+    themselves (the others keep their places)."""
+    for item in items:
+        if HERE in item.path.parents:
+            item.add_marker(pytest.mark.integration)
     slots = [n for n, item in enumerate(items) if item.path.parent == HERE]
 
     def rank(item: pytest.Item) -> int:

@@ -19,18 +19,10 @@ from detector.records import Document
 from detector.settings import EngineSettings
 from detector.verify import jaccard
 
-from .kit import (
-    SAMPLE,
-    DecisionReader,
-    Names,
-    Producer,
-    Serve,
-    create_topics,
-    logs,
-    read_jsonl,
-    verdict,
-    wait_for_group,
-)
+from ..helpers import SAMPLE, read_jsonl, verdict
+from .admin import create_topics, wait_for_group
+from .processes import Names, Serve, logs
+from .readers import DecisionReader, Producer
 
 PARTITIONS = 6
 CONSUMERS = 3

@@ -12,18 +12,10 @@ from typing import Any
 
 import pytest
 
-from .kit import (
-    SAMPLE,
-    DecisionReader,
-    Names,
-    Producer,
-    Serve,
-    TopicReader,
-    committed_offset,
-    create_topics,
-    logs,
-    read_jsonl,
-)
+from ..helpers import SAMPLE, read_jsonl
+from .admin import committed_offset, create_topics
+from .processes import Names, Serve, logs
+from .readers import DecisionReader, Producer, TopicReader
 
 PARTITIONS = 3
 MAX_BYTES = 2000

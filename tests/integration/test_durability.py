@@ -20,27 +20,13 @@ from detector.index import Query
 from detector.index.redis import RedisIndex
 from detector.settings import EngineSettings
 
-from .kit import (
-    REDIS_CLUSTER_URL,
-    SAMPLE,
-    cluster_client,
-    decide_in_batches,
-    drop_index,
-    index_keys,
-    redis_client,
-    run_detector,
-    stack,
-    unique,
-    verdict,
-)
+from ..helpers import SAMPLE, decide_in_batches, read_lines, verdict
+from .admin import drop_index, index_keys, unique
+from .endpoints import REDIS_CLUSTER_URL, cluster_client, redis_client
+from .processes import run_detector, stack
 
 SCHEME = EngineSettings().block_scheme()
 CLUSTER = ["--redis-url", REDIS_CLUSTER_URL, "--redis-cluster"]
-
-
-def sample() -> list[bytes]:
-    with gzip.open(SAMPLE, "rb") as f:
-        return [line.rstrip(b"\n") for line in f if line.strip()]
 
 
 def contents(client: Any, name: str) -> dict[bytes, Any]:
@@ -62,7 +48,7 @@ def contents(client: Any, name: str) -> dict[bytes, Any]:
 def test_the_index_survives_a_redis_restart_whole(rclient: redis.Redis) -> None:
     appendonly = rclient.config_get("appendonly")["appendonly"]
     assert appendonly == "yes", "ops/stack.sh must run Redis with AOF (appendonly yes)"
-    raw = sample()
+    raw = read_lines(SAMPLE)
     name = unique("index")
     try:
         index = RedisIndex(rclient, SCHEME, name)
@@ -101,7 +87,7 @@ def test_the_index_survives_a_redis_restart_whole(rclient: redis.Redis) -> None:
 def test_an_index_exported_from_the_server_and_imported_into_the_cluster(
     rclient: redis.Redis, tmp_path: Path
 ) -> None:
-    raw = sample()
+    raw = read_lines(SAMPLE)
     source, copy = unique("index"), unique("index")
     cluster = cluster_client()
     try:

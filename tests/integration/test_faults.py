@@ -16,20 +16,11 @@ from typing import Any
 
 import pytest
 
-from .kit import (
-    SAMPLE,
-    DecisionReader,
-    Names,
-    Producer,
-    Serve,
-    check_invariants,
-    create_topics,
-    logs,
-    read_jsonl,
-    run_detector,
-    stack,
-    wait_for_group,
-)
+from ..helpers import SAMPLE, read_jsonl
+from .admin import create_topics, wait_for_group
+from .invariants import check_invariants
+from .processes import Names, Serve, logs, run_detector, stack
+from .readers import DecisionReader, Producer
 
 PARTITIONS = 6
 

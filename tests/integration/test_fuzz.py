@@ -18,20 +18,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from detector.engine import Engine
-from detector.pipeline import prepare
+from detector.pipeline import Limits, prepare
 from detector.records import DEFAULT_MAX_BYTES
 
-from ..test_fuzz import json_values, records
-from .kit import (
-    DecisionReader,
-    Names,
-    Producer,
-    Serve,
-    TopicReader,
-    committed_offset,
-    create_topics,
-    logs,
-)
+from ..strategies import json_values, records
+from .admin import committed_offset, create_topics
+from .processes import Names, Serve, logs
+from .readers import DecisionReader, Producer, TopicReader
 
 PARTITIONS = 2
 MARK = "\0ID\0"  # in front of a record's string id, replaced by a unique prefix
@@ -73,7 +66,7 @@ class Stream:
     def accepted_id(self, raw: bytes) -> str | None:
         """The id serve must decide the record under, or None for a dead letter: what
         prepare() says with serve's defaults."""
-        got = prepare(self.engine, [(raw, {})], DEFAULT_MAX_BYTES)
+        got = prepare(self.engine, [(raw, {})], Limits(DEFAULT_MAX_BYTES))
         return got.docs[0].id if got.docs else None
 
 

@@ -17,7 +17,7 @@ from detector.index.redis import RedisIndex
 from detector.records import Decision
 from detector.settings import EngineSettings
 
-from .kit import drop_index, index_keys, unique
+from .admin import drop_index, index_keys, unique
 
 SCHEME = BlockScheme.parse(EngineSettings().scheme)
 TEXT = "a literal text kept for the second pass, long enough to weigh something " * 20

@@ -10,6 +10,7 @@ its environment, never its command line.
 
 from __future__ import annotations
 
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -18,9 +19,10 @@ from urllib.parse import quote, urlsplit
 import pytest
 import redis
 
-from .kit import (
+from ..helpers import SAMPLE, read_jsonl
+from .admin import create_topics, index_keys
+from .endpoints import (
     REDIS_URL,
-    SAMPLE,
     STACK_CA_FILE,
     STACK_CLIENT_CERT,
     STACK_CLIENT_KEY,
@@ -31,16 +33,9 @@ from .kit import (
     STACK_REDIS_PASSWORD,
     STACK_REDIS_TLS_URL,
     STACK_REDIS_USER,
-    DecisionReader,
-    Names,
-    Producer,
-    Serve,
-    create_topics,
-    index_keys,
-    logs,
-    new_ca,
-    read_jsonl,
 )
+from .processes import Names, Serve, logs
+from .readers import DecisionReader, Producer
 
 FAIL_WITHIN = 20.0  # seconds from start to exit for a refused credential or certificate
 WRONG = "not-the-password-7d1e"
@@ -186,6 +181,20 @@ def test_serve_over_sasl_plaintext_with_plain_and_the_redis_user_in_the_url(
 
 
 # ------------------------------------------------------------------ failing fast
+
+
+def new_ca(directory: Path) -> Path:
+    """A freshly made CA certificate (PEM) that signed nothing: a trust anchor under which
+    no server's certificate verifies."""
+    key, cert = directory / "other-ca.key", directory / "other-ca.crt"
+    request = ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2"]
+    subprocess.run(
+        [*request, "-subj", "/CN=neardup-it-other-ca", "-keyout", str(key), "-out", str(cert)],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    return cert
 
 
 def exits_fast(server: Serve) -> tuple[int, str]:

@@ -15,22 +15,12 @@ from typing import Any
 
 from kafka import KafkaProducer
 
-from .kit import (
-    BOOTSTRAP,
-    STREAM_2K,
-    STREAM_2K_TRUTH,
-    DecisionReader,
-    Names,
-    Serve,
-    check_invariants,
-    create_topics,
-    logs,
-    produce_file,
-    read_jsonl,
-    run_detector,
-    verdict,
-    write_jsonl,
-)
+from ..helpers import STREAM_2K, STREAM_2K_TRUTH, read_jsonl, verdict, write_jsonl
+from .admin import create_topics
+from .endpoints import BOOTSTRAP
+from .invariants import check_invariants
+from .processes import Names, Serve, logs, produce_file, run_detector
+from .readers import DecisionReader, without_notes
 
 PARTITIONS = 6
 CONSUMERS = 3
@@ -52,7 +42,7 @@ def produce_by_page(records: list[dict[str, Any]], topic: str) -> None:
 
 
 def scores(decided: list[dict[str, Any]], truth: Path, tmp: Path, name: str) -> dict[str, Any]:
-    path = write_jsonl(tmp / f"{name}.jsonl", decided)
+    path = write_jsonl(tmp / f"{name}.jsonl", without_notes(decided))
     out = run_detector(["eval", str(path), str(truth), "--json"])
     scored: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
     return scored

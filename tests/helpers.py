@@ -1,0 +1,247 @@
+"""Helpers shared by the unit and the integration suites: paths of the bundled data, JSONL
+files, child `python -m detector` processes, what a decision says, detectors over an
+index, and the block schemes the tests run over (with fingerprints built against them).
+
+Hypothesis strategies are in strategies.py; the integration suite's servers, readers and
+processes under integration/.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import random
+import subprocess
+import sys
+from collections.abc import Iterable
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from detector.blocks import NAMED, BlockScheme
+from detector.decide import Detector
+from detector.index import Index
+from detector.index.memory import MemoryIndex
+from detector.pipeline import Limits, prepare
+from detector.records import Decision, Document
+from detector.settings import DEFAULT_SCHEME, EngineSettings
+
+# ----------------------------------------------------------------------------- the data
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = Path(__file__).resolve().parent / "data"
+SAMPLE = DATA / "sample.jsonl.gz"  # the first 400 records of the dev stream
+SAMPLE_TRUTH = DATA / "sample-truth.jsonl.gz"
+STREAM_2K = DATA / "stream-2k.jsonl.gz"  # its first 2,000 (171 true near-duplicates)
+STREAM_2K_TRUTH = DATA / "stream-2k-truth.jsonl.gz"
+
+
+def write_jsonl(path: Path, records: Iterable[Any], gz: bool = False) -> Path:
+    """Records to a JSONL file; a bytes or str record is written as the line itself."""
+    lines = []
+    for r in records:
+        if isinstance(r, bytes):
+            lines.append(r)
+        elif isinstance(r, str):
+            lines.append(r.encode("utf-8"))
+        else:
+            lines.append(json.dumps(r).encode("utf-8"))
+    body = b"".join(line + b"\n" for line in lines)
+    if gz:
+        with gzip.open(path, "wb") as f:
+            f.write(body)
+    else:
+        path.write_bytes(body)
+    return path
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def read_lines(path: Path = SAMPLE) -> list[bytes]:
+    """The records of a JSONL file (gzipped or not) as raw lines, blank lines left out:
+    what a source hands the pipeline."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rb") as f:
+        return [line.rstrip(b"\n") for line in f if line.strip()]
+
+
+# ---------------------------------------------------------------------- child processes
+
+
+def run_module(
+    args: list[str], stdin: bytes | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[bytes]:
+    """`python -m detector ARGS` in a child process, from the project root."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {k: v for k, v in env.items() if not k.startswith("NEARDUP_")}
+    return subprocess.run(
+        [sys.executable, "-m", "detector", *args],
+        input=stdin,
+        capture_output=True,
+        cwd=ROOT,
+        env=env,
+        timeout=timeout,
+    )
+
+
+# ---------------------------------------------------------------------------- decisions
+
+# The fields that make a decision what it is (not the audit fields: time, version...).
+VERDICT = ("decision", "duplicate_of", "distance", "similarity", "fingerprint", "exact")
+
+
+def verdict(d: dict[str, Any]) -> tuple[Any, ...]:
+    """What one decision (its JSON form) says, without its id; a field it lacks is None."""
+    return tuple(d.get(k) for k in VERDICT)
+
+
+def verdicts(decisions: Iterable[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    """What a decision says, without the audit fields that may differ (timestamps)."""
+    return [
+        (
+            d["id"],
+            d["decision"],
+            d["duplicate_of"],
+            d["distance"],
+            d["similarity"],
+            d["fingerprint"],
+            d["exact"],
+        )
+        for d in decisions
+    ]
+
+
+# ---------------------------------------------------------------------------- detectors
+
+
+def make_detector(index: Index | None = None, **options: Any) -> Detector:
+    """A Detector with these engine options (EngineSettings fields) over an index, by
+    default a fresh memory index of the options' block scheme."""
+    settings = EngineSettings(**options)
+    scheme = settings.block_scheme()
+    return Detector(
+        settings.engine(),
+        MemoryIndex(scheme) if index is None else index,
+        scheme,
+        settings.literal(),
+        settings.max_candidates,
+    )
+
+
+def decide_in_batches(index: Index, raw: list[bytes], size: int = 64) -> list[Decision]:
+    """Decide raw records against an index as serve does (the default settings), a batch
+    at a time."""
+    detector = make_detector(index)
+    out: list[Decision] = []
+    for at in range(0, len(raw), size):
+        batch = prepare(detector.engine, [(r, {}) for r in raw[at : at + size]], Limits(10**7))
+        assert not batch.errors
+        out += detector.process(batch.docs, batch.prints)
+    return out
+
+
+# ------------------------------------------------------------------------ block schemes
+
+EXTRA_SPECS = ["k3-b4", "k5-b7", "k6-b8", "k2-b3x3", "k0-b1", "k1-b2", "k4-b6x5"]
+# Every scheme the product offers: what the names stand for, the default, extras. (A name
+# parses to the very tables of its spec: test_blocks.test_names_are_their_specs.)
+ALL_SPECS = sorted(set(NAMED.values()) | {DEFAULT_SCHEME} | set(EXTRA_SPECS))
+# Multi-probe schemes: a pair within k shares a key up to `radius` flipped bits.
+PROBE_SPECS = ["k7-b4-m1", "k5-b4-m1", "k4-b8-m2", "k5-b6-m2", "k3-b4-m1"]
+SCHEMES = {spec: BlockScheme.parse(spec) for spec in ALL_SPECS + PROBE_SPECS}
+
+
+def flip(fp: int, positions: list[int]) -> int:
+    for p in positions:
+        fp ^= 1 << p
+    return fp
+
+
+def adversarial_flips(scheme: BlockScheme) -> list[list[int]]:
+    """For every table, up to k bit positions outside its key that break as many other
+    tables' keys as possible (greedy hitting set): pairs that only that table can find.
+    Random flips rarely land like this, so these pairs test each table on its own."""
+    keys = [{start + i for start, width in runs for i in range(width)} for runs in scheme.tables]
+    out = []
+    for t, mine in enumerate(keys):
+        others = [other for u, other in enumerate(keys) if u != t]
+        flips: list[int] = []
+        while len(flips) < scheme.k:
+            unbroken = [o for o in others if not o & set(flips)]
+            if not unbroken:
+                break
+            free = [b for b in range(64) if b not in mine and b not in flips]
+            if not free:
+                break
+            flips.append(max(free, key=lambda b: (sum(b in o for o in unbroken), -b)))
+        out.append(flips)
+    return out
+
+
+# --- texts and streams of documents, for the decision tests -----------------------------
+
+
+def decision_verdict(d: Decision) -> tuple[Any, ...]:
+    return (
+        d.id,
+        d.decision,
+        d.duplicate_of,
+        d.distance,
+        None if d.similarity is None else round(d.similarity, 9),
+        d.fingerprint,
+        d.exact,
+    )
+
+
+@cache
+def sample_texts() -> list[str]:
+    return [r["text"] for r in read_jsonl(SAMPLE)]
+
+
+def words_text(seed: int, n: int = 300) -> str:
+    rng = random.Random(seed)
+    return " ".join(f"w{rng.randrange(20_000)}" for _ in range(n))
+
+
+def edit_words(text: str, count: int, seed: int) -> str:
+    rng = random.Random(seed)
+    ws = text.split()
+    for i in rng.sample(range(len(ws)), count):
+        ws[i] = f"edited{rng.randrange(10**6)}"
+    return " ".join(ws)
+
+
+def stream_from(texts: list[str], rng: random.Random, size: int) -> list[Document]:
+    """Originals, and reposts of earlier ones: words edited, an advert inserted, the tail
+    trimmed, spacing changed, or an exact copy; sometimes an id delivered twice."""
+    docs: list[Document] = []
+    for i in range(size):
+        if docs and rng.random() < 0.45:
+            base = rng.choice(docs).text
+            kind = rng.choice(["edit", "advert", "trim", "spacing", "copy"])
+            if kind == "edit":
+                ws = base.split()
+                for _ in range(rng.randint(1, 4)):
+                    if ws:
+                        ws[rng.randrange(len(ws))] = f"x{rng.randrange(999)}"
+                text = " ".join(ws)
+            elif kind == "advert":
+                cut = rng.randrange(len(base) + 1)
+                text = base[:cut] + "\nBUY NOW: cheap widgets at example dot com\n" + base[cut:]
+            elif kind == "trim":
+                text = base[: max(1, int(len(base) * rng.uniform(0.8, 0.97)))]
+            elif kind == "spacing":
+                text = base.replace(" ", "  ")
+            else:
+                text = base
+        else:
+            text = rng.choice(texts)
+        docs.append(Document(f"s{i}", text))
+        if rng.random() < 0.05:
+            docs.append(Document(docs[rng.randrange(len(docs))].id, "redelivered"))
+    return docs
