@@ -87,3 +87,10 @@ def join_url(parts: SplitResult) -> str:
     if parts.fragment:
         url += f"#{parts.fragment}"
     return url
+
+
+def as_variables(values: dict[str, str | None]) -> dict[str, str]:
+    """Connection settings as NEARDUP_* variables, for a child `neardup` (a password
+    travels in the environment, not on its command line). Every variable is set, empty
+    when unused, so that the parent's own NEARDUP_* cannot contradict them."""
+    return {f"NEARDUP_{k}": v or "" for k, v in values.items()}

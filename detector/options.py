@@ -226,6 +226,58 @@ ENGINE: tuple[Option, ...] = (
 )
 _ENGINE = {o.name: o for o in ENGINE}
 
+
+def _login(
+    make: Callable[..., Option],
+    prefix: str,
+    password: str,
+    whose: str,
+    tls: str,
+    signed: str,
+    servers: str,
+) -> tuple[Option, ...]:
+    """The password and TLS files of one kind of server (Redis, Kafka): the same five
+    options, in that server's words."""
+    return (
+        make(
+            f"{prefix}-password",
+            "str",
+            None,
+            password + _visible(f"{prefix}-password"),
+            metavar="PASSWORD",
+            secret=True,
+        ),
+        make(
+            f"{prefix}-password-file",
+            "str",
+            None,
+            f"read the {whose} password from this file",
+            metavar="FILE",
+        ),
+        make(
+            f"{prefix}-ca-file",
+            "str",
+            None,
+            f"{tls}: CA certificates (PEM) that signed {signed}; default the system's",
+            metavar="FILE",
+        ),
+        make(
+            f"{prefix}-cert-file",
+            "str",
+            None,
+            f"{tls}: client certificate (PEM), for {servers} that authenticate clients",
+            metavar="FILE",
+        ),
+        make(
+            f"{prefix}-key-file",
+            "str",
+            None,
+            f"{tls}: private key of --{prefix}-cert-file (PEM)",
+            metavar="FILE",
+        ),
+    )
+
+
 # --------------------------------------------------------------------------- Redis
 REDIS: tuple[Option, ...] = (
     _redis(
@@ -243,37 +295,14 @@ REDIS: tuple[Option, ...] = (
         "--redis-url is one node of a Redis Cluster; the index spreads over its primaries",
     ),
     _redis("redis-username", "str", None, "Redis ACL user", metavar="USER"),
-    _redis(
-        "redis-password",
-        "str",
-        None,
-        "password of the ACL user (or of the default user)" + _visible("redis-password"),
-        metavar="PASSWORD",
-        secret=True,
-    ),
-    _redis(
-        "redis-password-file", "str", None, "read the Redis password from this file", metavar="FILE"
-    ),
-    _redis(
-        "redis-ca-file",
-        "str",
-        None,
-        "rediss://: CA certificates (PEM) that signed the server's; default the system's",
-        metavar="FILE",
-    ),
-    _redis(
-        "redis-cert-file",
-        "str",
-        None,
-        "rediss://: client certificate (PEM), for servers that authenticate clients",
-        metavar="FILE",
-    ),
-    _redis(
-        "redis-key-file",
-        "str",
-        None,
-        "rediss://: private key of --redis-cert-file (PEM)",
-        metavar="FILE",
+    *_login(
+        _redis,
+        "redis",
+        password="password of the ACL user (or of the default user)",
+        whose="Redis",
+        tls="rediss://",
+        signed="the server's",
+        servers="servers",
     ),
 )
 
@@ -295,37 +324,14 @@ KAFKA: tuple[Option, ...] = (
         choices=SASL_MECHANISMS,
     ),
     _kafka("kafka-username", "str", None, "SASL user", metavar="USER"),
-    _kafka(
-        "kafka-password",
-        "str",
-        None,
-        "SASL password" + _visible("kafka-password"),
-        metavar="PASSWORD",
-        secret=True,
-    ),
-    _kafka(
-        "kafka-password-file", "str", None, "read the SASL password from this file", metavar="FILE"
-    ),
-    _kafka(
-        "kafka-ca-file",
-        "str",
-        None,
-        "SSL, SASL_SSL: CA certificates (PEM) that signed the brokers'; default the system's",
-        metavar="FILE",
-    ),
-    _kafka(
-        "kafka-cert-file",
-        "str",
-        None,
-        "SSL, SASL_SSL: client certificate (PEM), for brokers that authenticate clients",
-        metavar="FILE",
-    ),
-    _kafka(
-        "kafka-key-file",
-        "str",
-        None,
-        "SSL, SASL_SSL: private key of --kafka-cert-file (PEM)",
-        metavar="FILE",
+    *_login(
+        _kafka,
+        "kafka",
+        password="SASL password",
+        whose="SASL",
+        tls="SSL, SASL_SSL",
+        signed="the brokers'",
+        servers="brokers",
     ),
 )
 

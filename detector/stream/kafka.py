@@ -26,7 +26,7 @@ from kafka.errors import (
 )
 from kafka.structs import OffsetAndMetadata
 
-from ..access import SASL_MECHANISMS, SECURITY_PROTOCOLS, Secret
+from ..access import SASL_MECHANISMS, SECURITY_PROTOCOLS, Secret, as_variables
 from ..errors import BackendUnavailable, ConfigError, cause
 from ..records import Decision, RawRecord
 from ..tls import check_tls_files, tls_refusal
@@ -120,21 +120,20 @@ class KafkaSettings:
         return out
 
     def env(self) -> dict[str, str]:
-        """These settings as NEARDUP_* variables, for a child `neardup` (the password
-        travels in the environment, not on its command line). Every variable is set,
-        empty when unused, so that the parent's own NEARDUP_* cannot contradict them."""
-        values = {
-            "BOOTSTRAP_SERVERS": self.bootstrap_servers,
-            "KAFKA_SECURITY_PROTOCOL": self.security_protocol,
-            "KAFKA_SASL_MECHANISM": self.sasl_mechanism,
-            "KAFKA_USERNAME": self.username,
-            "KAFKA_PASSWORD": self.password.reveal() if self.password else None,
-            "KAFKA_PASSWORD_FILE": None,  # read already: the value is in KAFKA_PASSWORD
-            "KAFKA_CA_FILE": self.ca_file,
-            "KAFKA_CERT_FILE": self.cert_file,
-            "KAFKA_KEY_FILE": self.key_file,
-        }
-        return {f"NEARDUP_{k}": v or "" for k, v in values.items()}
+        """These settings as NEARDUP_* variables, for a child `neardup` (as_variables)."""
+        return as_variables(
+            {
+                "BOOTSTRAP_SERVERS": self.bootstrap_servers,
+                "KAFKA_SECURITY_PROTOCOL": self.security_protocol,
+                "KAFKA_SASL_MECHANISM": self.sasl_mechanism,
+                "KAFKA_USERNAME": self.username,
+                "KAFKA_PASSWORD": self.password.reveal() if self.password else None,
+                "KAFKA_PASSWORD_FILE": None,  # read already: the value is in KAFKA_PASSWORD
+                "KAFKA_CA_FILE": self.ca_file,
+                "KAFKA_CERT_FILE": self.cert_file,
+                "KAFKA_KEY_FILE": self.key_file,
+            }
+        )
 
 
 def check(settings: KafkaSettings, timeout: float = 10.0, attempts: int = 3) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import redis
 from kafka import KafkaConsumer, TopicPartition
@@ -73,32 +73,28 @@ def create_topics(topics: dict[str, int], configs: dict[str, str] | None = None)
         client.close()
 
 
-def delete_topics(topics: Iterable[str]) -> None:
-    """Best effort: the broker of a test machine should not collect every test's topics."""
+def _best_effort(action: Callable[[KafkaAdminClient], object]) -> None:
+    """Cleanup that must not fail a test: the broker may be restarting (a fault test)."""
     try:
         client = admin()
     except KafkaError:
         return
     try:
-        client.delete_topics(list(topics), timeout_ms=10000)
+        action(client)
     except (KafkaError, OSError):
         pass
     finally:
         client.close()
+
+
+def delete_topics(topics: Iterable[str]) -> None:
+    """Best effort: the broker of a test machine should not collect every test's topics."""
+    _best_effort(lambda client: client.delete_topics(list(topics), timeout_ms=10000))
 
 
 def delete_groups(groups: Iterable[str]) -> None:
     """Best effort, like delete_topics."""
-    try:
-        client = admin()
-    except KafkaError:
-        return
-    try:
-        client.delete_groups(list(groups))
-    except (KafkaError, OSError):
-        pass
-    finally:
-        client.close()
+    _best_effort(lambda client: client.delete_groups(list(groups)))
 
 
 def group_members(group: str) -> tuple[str, int]:

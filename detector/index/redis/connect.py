@@ -18,7 +18,7 @@ import redis
 from redis.cluster import RedisCluster
 from redis.exceptions import AuthenticationWrongNumberOfArgsError, NoPermissionError
 
-from ...access import DEFAULT_REDIS_URL, Secret, join_url, redact_url
+from ...access import DEFAULT_REDIS_URL, Secret, as_variables, join_url, redact_url
 from ...errors import BackendUnavailable, ConfigError
 from ...tls import check_tls_files, tls_refusal
 
@@ -134,20 +134,19 @@ class RedisSettings:
             raise BackendUnavailable(f"Redis Cluster at {self.where()}: {exc}") from exc
 
     def env(self) -> dict[str, str]:
-        """These settings as NEARDUP_* variables, for a child `neardup` (the password
-        travels in the environment, not on its command line). Every variable is set,
-        empty when unused, so that the parent's own NEARDUP_* cannot contradict them."""
-        values = {
-            "REDIS_URL": self.url,
-            "REDIS_USERNAME": self.username,
-            "REDIS_PASSWORD": self.password.reveal() if self.password else None,
-            "REDIS_PASSWORD_FILE": None,  # read already: the value is in REDIS_PASSWORD
-            "REDIS_CA_FILE": self.ca_file,
-            "REDIS_CERT_FILE": self.cert_file,
-            "REDIS_KEY_FILE": self.key_file,
-            "REDIS_CLUSTER": "1" if self.cluster else None,
-        }
-        return {f"NEARDUP_{k}": v or "" for k, v in values.items()}
+        """These settings as NEARDUP_* variables, for a child `neardup` (as_variables)."""
+        return as_variables(
+            {
+                "REDIS_URL": self.url,
+                "REDIS_USERNAME": self.username,
+                "REDIS_PASSWORD": self.password.reveal() if self.password else None,
+                "REDIS_PASSWORD_FILE": None,  # read already: the value is in REDIS_PASSWORD
+                "REDIS_CA_FILE": self.ca_file,
+                "REDIS_CERT_FILE": self.cert_file,
+                "REDIS_KEY_FILE": self.key_file,
+                "REDIS_CLUSTER": "1" if self.cluster else None,
+            }
+        )
 
 
 def _split_credentials(url: str) -> tuple[str, str | None, str | None]:
