@@ -208,7 +208,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return COMMANDS[args.command](args)
     except DetectorError as exc:
         print(f"neardup: error: {exc}", file=sys.stderr)
-        return 2
+        return exc.exit_status
     except KeyboardInterrupt:
         return 130
 
@@ -316,11 +316,18 @@ def _serve(args: argparse.Namespace) -> int:
     from .index.redis import RedisIndex
     from .index.redis.connect import check as check_redis
     from .index.redis.connect import refusals
-    from .metrics import REDIS_SECONDS, Health, serve_http
+    from .metrics import REDIS_SECONDS, TRANSACTIONS, Health, serve_http
     from .pipeline import Limits, Loop
     from .retry import STARTUP
     from .service import Service
-    from .stream.kafka import KafkaSink, KafkaSource, ensure_topics
+    from .stream.kafka import (
+        KafkaSink,
+        KafkaSource,
+        TransactionalSink,
+        TransactionalSource,
+        ensure_topics,
+        transactional_id,
+    )
     from .stream.kafka import check as check_kafka
 
     logging.basicConfig(
@@ -360,17 +367,42 @@ def _serve(args: argparse.Namespace) -> int:
     STARTUP.call("kafka", lambda: check_kafka(kafka))
     topics = {args.output_topic: 1, args.dead_letter_topic: 1}
     STARTUP.call("kafka", lambda: ensure_topics(kafka, topics))
-    source = STARTUP.call(
-        "kafka", lambda: KafkaSource(kafka, args.input_topic, args.group, args.batch_size)
-    )
-    sink = STARTUP.call(
-        "kafka", lambda: KafkaSink(kafka, args.output_topic, args.dead_letter_topic)
-    )
+    sink: KafkaSink
+    source: KafkaSource
+    if args.exactly_once:
+        txn = transactional_id(kafka, args.group)
+        transactions = STARTUP.call(
+            "kafka",
+            lambda: TransactionalSink(
+                kafka,
+                args.output_topic,
+                args.dead_letter_topic,
+                txn,
+                observe=lambda outcome: TRANSACTIONS.labels(outcome).inc(),
+            ),
+        )
+        source = STARTUP.call(
+            "kafka",
+            lambda: TransactionalSource(
+                kafka, args.input_topic, args.group, args.batch_size, transactions
+            ),
+        )
+        sink = transactions
+        delivery = f"exactly once, transactional id {txn}"
+    else:
+        sink = STARTUP.call(
+            "kafka", lambda: KafkaSink(kafka, args.output_topic, args.dead_letter_topic)
+        )
+        source = STARTUP.call(
+            "kafka", lambda: KafkaSource(kafka, args.input_topic, args.group, args.batch_size)
+        )
+        delivery = "at least once"
     logging.getLogger("neardup.serve").info(
-        "serving %s -> %s (group %s, index %s, %s; Redis%s at %s as %s, Kafka at %s over %s)",
+        "serving %s -> %s (group %s, %s, index %s, %s; Redis%s at %s as %s, Kafka at %s over %s)",
         args.input_topic,
         args.output_topic,
         args.group,
+        delivery,
         args.index,
         scheme.describe(),
         " Cluster" if redis_at.cluster else "",
@@ -415,7 +447,7 @@ def _tail(args: argparse.Namespace) -> int:
     kafka = _kafka_settings(args)
     _kafka_check(kafka)
     try:
-        for value in tail(kafka, args.output_topic, args.from_beginning, idle):
+        for value in tail(kafka, args.output_topic, args.from_beginning, idle, args.read_committed):
             sys.stdout.write(value.decode("utf-8", "replace") + "\n")
             sys.stdout.flush()
     except BrokenPipeError:

@@ -5,8 +5,10 @@ DetectorError
  ├── BadRecord            one input record is unusable: dead-letter it, carry on
  ├── BackendUnavailable   Redis or Kafka did not answer: back off and retry
  │    └── (permanent failures such as wrong credentials are ConfigError)
- └── Contention           another consumer committed a conflicting document first:
-                          decide the rest of the batch again (not an outage)
+ ├── Contention           another consumer committed a conflicting document first:
+ │                        decide the rest of the batch again (not an outage)
+ └── Fenced               serve --exactly-once: the broker fenced this process's
+                          transactional producer; it must stop (exit status 3)
 
 detector/retry.py names the classes a retry cures (BackendUnavailable, Contention) once.
 
@@ -22,6 +24,8 @@ from typing import TypeVar
 
 class DetectorError(Exception):
     """Root of every error the detector raises on purpose."""
+
+    exit_status = 2  # of a command that it stops
 
 
 class ConfigError(DetectorError):
@@ -44,6 +48,15 @@ class BackendUnavailable(DetectorError):
 class Contention(DetectorError):
     """A commit met documents another consumer indexed since the lookup: the servers are
     fine, the batch (from the conflict on) must be decided again against a new lookup."""
+
+
+class Fenced(DetectorError):
+    """The broker refuses this process's transactions: another producer took its
+    transactional id, or its transaction outlasted the transaction timeout. Retrying would
+    take the id back and fence the other in turn, so the process stops; the consumer group
+    gives its partitions, and their uncommitted records, to the other members."""
+
+    exit_status = 3  # not 2: nothing to fix in the command line; a supervisor restarts it
 
 
 E = TypeVar("E", bound=BaseException)

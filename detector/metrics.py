@@ -34,6 +34,12 @@ REDIS_SECONDS = Histogram(
     "Redis round trips",
     buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5),
 )
+TRANSACTIONS = Counter(
+    "neardup_transactions_total",
+    "Kafka transactions of serve --exactly-once (a batch's decisions, dead letters and "
+    "offsets), by outcome: committed, or aborted (the batch is sent again or redelivered)",
+    ["outcome"],
+)
 LAG = Gauge("neardup_consumer_lag", "Records on the assigned partitions not yet consumed")
 
 

@@ -346,6 +346,17 @@ OUTPUT_TOPIC = Option(
     "output-topic", "str", "decisions", "topic the decisions go to", ("serve",), metavar="TOPIC"
 )
 
+EXACTLY_ONCE = Option(
+    "exactly-once",
+    "bool",
+    False,
+    "publish each batch's decisions and dead letters and commit its offsets in one "
+    "Kafka transaction, so that a read_committed reader sees every decision once, even "
+    "across crashes (default: at least once: a consumer killed between its flush and "
+    "its commit publishes its batch again)",
+    ("serve",),
+)
+
 OWN: tuple[Option, ...] = (
     # detect
     _cli(
@@ -474,6 +485,7 @@ OWN: tuple[Option, ...] = (
         "variants into one bucket cannot slow every lookup",
         ("serve",),
     ),
+    EXACTLY_ONCE,
     Option(
         "metrics-port",
         "int",
@@ -521,9 +533,24 @@ OWN: tuple[Option, ...] = (
         group="",
     ),
     Option("batch-size", "int", 256, "serve's batch size", ("bench",)),
+    replace(
+        EXACTLY_ONCE,
+        help="the serve processes run with --exactly-once, and the reader of their decisions "
+        "reads read_committed",
+        commands=("bench",),
+    ),
     # tail: its --topic is serve's --output-topic
     replace(OUTPUT_TOPIC, help="topic to read", commands=("tail",), aliases=("--topic",)),
     _cli("from-beginning", "bool", False, "start at the oldest record", "tail", negatable=False),
+    _cli(
+        "read-committed",
+        "bool",
+        True,
+        "only records of committed transactions: what serve --exactly-once published, once; "
+        "--no-read-committed shows aborted ones too (topics written without transactions "
+        "read the same either way)",
+        "tail",
+    ),
     _cli(
         "idle",
         "float",

@@ -328,8 +328,8 @@ def test_per_invocation_options_are_command_line_only() -> None:
     only = {row.dest for row in OPTIONS if not row.configurable}
     assert only == {
         *("input", "output", "errors", "progress", "corpus", "decisions", "truth", "ids"),
-        *("partitions", "from_beginning", "idle", "consumers", "latency_seconds"),
-        *("memory_docs", "min_df", "threshold", "report", "json", "ids_file"),
+        *("partitions", "from_beginning", "read_committed", "idle", "consumers"),
+        *("latency_seconds", "memory_docs", "min_df", "threshold", "report", "json", "ids_file"),
     }
     # threshold: eval's is its own (the truth's cut), not the engine's
     assert [

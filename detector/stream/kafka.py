@@ -1,5 +1,12 @@
 """Kafka adapters: the consumer-group source, the decision and dead-letter sink, and the
-small producer and tail used to try things by hand."""
+small producer and tail used to try things by hand.
+
+At least once (the default): KafkaSink flushes, then KafkaSource commits the offsets with
+the consumer. A consumer killed between the two publishes its batch again. Exactly once
+(`serve --exactly-once`): TransactionalSink sends a batch's decisions and dead letters in
+one Kafka transaction and TransactionalSource.commit hands the batch's offsets to it, so
+records, offsets and the commit are one unit that a read_committed reader sees once.
+"""
 
 from __future__ import annotations
 
@@ -8,18 +15,21 @@ import json
 import logging
 import ssl
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import (
+    AuthorizationError,
     CommitFailedError,
     IllegalSaslStateError,
     InvalidReceiveError,
     KafkaConnectionError,
     KafkaError,
+    ProducerFencedError,
     SaslAuthenticationFailedError,
     TopicAlreadyExistsError,
     UnsupportedSaslMechanismError,
@@ -27,7 +37,7 @@ from kafka.errors import (
 from kafka.structs import OffsetAndMetadata
 
 from ..access import SASL_MECHANISMS, SECURITY_PROTOCOLS, Secret, as_variables
-from ..errors import BackendUnavailable, ConfigError, cause
+from ..errors import BackendUnavailable, ConfigError, Fenced, cause
 from ..records import Decision, RawRecord
 from ..tls import check_tls_files, tls_refusal
 from . import Batch
@@ -285,8 +295,21 @@ log = logging.getLogger("neardup.kafka")
 MAX_FETCH_FRAME = 256 * 1024 * 1024
 
 
+@dataclass
+class Offsets:
+    """A Kafka batch's position: on each partition, its first offset and the next one."""
+
+    first: dict[TopicPartition, int] = field(default_factory=dict)
+    next: dict[TopicPartition, int] = field(default_factory=dict)
+
+    def to_commit(self) -> dict[TopicPartition, OffsetAndMetadata]:
+        return {tp: OffsetAndMetadata(o, "", -1) for tp, o in self.next.items()}
+
+
 class KafkaSource:
     """A consumer-group member that hands out batches and commits only what it is told."""
+
+    isolation_level = "read_uncommitted"
 
     def __init__(self, settings: KafkaSettings, topic: str, group: str, batch_size: int) -> None:
         self.topic = topic
@@ -298,6 +321,7 @@ class KafkaSource:
             group_id=group,
             enable_auto_commit=False,
             auto_offset_reset="earliest",
+            isolation_level=self.isolation_level,
             max_poll_records=batch_size,
             max_partition_fetch_bytes=8 * 1024 * 1024,
             # The broker sends a record batch larger than the fetch sizes anyway (KIP-74),
@@ -316,25 +340,26 @@ class KafkaSource:
             records, offsets = self.poll()
             yield Batch(records, offsets)
 
-    def poll(self, timeout_ms: int = 500) -> tuple[list[RawRecord], dict[TopicPartition, int]]:
-        """A batch of records with where they came from, and the offsets that commit it."""
+    def poll(self, timeout_ms: int = 500) -> tuple[list[RawRecord], Offsets]:
+        """A batch of records with where they came from, and its offsets."""
         polled = self.consumer.poll(timeout_ms=timeout_ms, max_records=self.batch_size)
         batch: list[RawRecord] = []
-        offsets: dict[TopicPartition, int] = {}
+        offsets = Offsets()
         for tp, records in polled.items():
             for r in records:
                 where = {"topic": r.topic, "partition": r.partition, "offset": r.offset}
                 batch.append((r.value if r.value is not None else b"", where))
-                offsets[tp] = r.offset + 1
+                offsets.first.setdefault(tp, r.offset)
+                offsets.next[tp] = r.offset + 1
         return batch, offsets
 
     def commit(self, position: object) -> None:
-        """Commit the offsets of a batch (`Batch.position`: partition -> next offset)."""
-        offsets = cast(dict[TopicPartition, int], position or {})
-        if not offsets:
+        """Commit the offsets of a batch (`Batch.position`, its Offsets)."""
+        offsets = cast(Offsets, position)
+        if not offsets.next:
             return
         try:
-            self.consumer.commit({tp: OffsetAndMetadata(o, "", -1) for tp, o in offsets.items()})
+            self.consumer.commit(offsets.to_commit())
         except CommitFailedError:
             # The group rebalanced: these partitions belong to another member now, which
             # gets the records again and, by id, the same decisions. Nothing to retry.
@@ -354,6 +379,17 @@ class KafkaSource:
         self.consumer.close()  # leaves the group, so the partitions move at once
 
 
+def _abandon(producer: Any) -> None:
+    """Close a producer without waiting for what it still has in flight. kafka-python's
+    close flushes first and raises when that does not finish in time, before it stops the
+    sender thread, which would go on sending: so the sender is stopped first."""
+    with contextlib.suppress(Exception):
+        producer._sender.force_close()
+        producer._sender.join(5)
+    with contextlib.suppress(Exception):
+        producer.close(timeout=0)
+
+
 class KafkaSink:
     """Decisions keyed by id to the output topic; bad records to the dead-letter topic.
 
@@ -362,23 +398,26 @@ class KafkaSink:
     error. So a failed send raises (nothing gets committed) and the producer is rebuilt.
     """
 
+    flush_timeout = 30.0  # seconds
+
     def __init__(self, settings: KafkaSettings, output_topic: str, dead_letter_topic: str) -> None:
         self.settings = settings
         self.output_topic = output_topic
         self.dead_letter_topic = dead_letter_topic
-        self.producer: Any = self._producer()
         self._sent: list[Any] = []
+        self.producer: Any = self._producer()
+
+    def _options(self) -> dict[str, Any]:
+        return {
+            **self.settings.common(),
+            "acks": "all",
+            "linger_ms": 5,
+            "retries": 5,
+            "max_request_size": 16 * 1024 * 1024,
+        }
 
     def _producer(self) -> Any:
-        return _connect(
-            KafkaProducer,
-            "producer",
-            **self.settings.common(),
-            acks="all",
-            linger_ms=5,
-            retries=5,
-            max_request_size=16 * 1024 * 1024,
-        )
+        return _connect(KafkaProducer, "producer", **self._options())
 
     def decisions(self, decisions: list[Decision]) -> None:
         for d in decisions:
@@ -396,14 +435,14 @@ class KafkaSink:
             self._rebuild()
             raise BackendUnavailable(f"Kafka did not take a record: {exc}") from exc
 
-    def flush(self, timeout: float = 30.0) -> None:
+    def flush(self) -> None:
         """Return only when the broker has acknowledged everything sent since the last
         flush; otherwise raise, and everything must be sent again."""
         sent, self._sent = self._sent, []
         if self.producer is None:
             return
         try:
-            self.producer.flush(timeout=timeout)
+            self.producer.flush(timeout=self.flush_timeout)
         except KafkaError as exc:
             self._rebuild()
             raise BackendUnavailable(f"Kafka did not acknowledge the decisions: {exc}") from exc
@@ -417,13 +456,223 @@ class KafkaSink:
 
     def _rebuild(self) -> None:
         self._sent = []
-        with contextlib.suppress(Exception):
-            self.producer.close(timeout=0)
+        if self.producer is not None:
+            _abandon(self.producer)
         self.producer = None
 
     def close(self) -> None:
         if self.producer is not None:
             self.producer.close()
+
+
+# A transaction spans one batch's publish, flush and commit, well under a second. The
+# broker aborts one left open longer, and only that releases the output to read_committed
+# readers (and the input offsets to the group) after a consumer died in the middle of one.
+# 10 s is Kafka Streams' choice for exactly-once, and our consumers' session timeout: a
+# dead consumer's partitions and its open transaction are let go after about as long.
+TRANSACTION_TIMEOUT_MS = 10_000
+
+
+def transactional_id(settings: KafkaSettings, group: str) -> str:
+    """A new transactional id for one serve process. Unique, so no two processes ever fence
+    each other: a zombie consumer is fenced by its group's generation instead, which the
+    broker checks when a transaction commits offsets (KIP-447)."""
+    return f"{settings.client_id}-{group}-{uuid.uuid4().hex[:12]}"
+
+
+class TransactionalSink(KafkaSink):
+    """KafkaSink whose sends of one batch, and that batch's input offsets, are one Kafka
+    transaction (`serve --exactly-once`).
+
+    The transaction begins at the batch's first send (step 5) and commit() (step 7, from
+    TransactionalSource) adds the offsets and commits it. A failure aborts it and raises,
+    and the step the loop retries finds no transaction open: a publish step sends
+    everything again in a new one; a commit, which the loop retries alone, first sends
+    again the records this sink kept of the batch, in a new one.
+
+    Aborting abandons the producer and makes a new one of the same transactional id, whose
+    init_transactions aborts what the old one left open. kafka-python's abort_transaction
+    would wait for ever for a broker that is away, and once the broker has timed the
+    transaction out, it would get this producer fenced.
+    """
+
+    # A flush inside a transaction must give up well within the transaction's timeout.
+    flush_timeout = TRANSACTION_TIMEOUT_MS / 2000
+
+    def __init__(
+        self,
+        settings: KafkaSettings,
+        output_topic: str,
+        dead_letter_topic: str,
+        transactional_id: str,
+        observe: Callable[[str], object] = lambda outcome: None,
+    ) -> None:
+        self.transactional_id = transactional_id
+        self.observe = observe  # "committed" or "aborted", once per transaction
+        self._batch: list[tuple[str, bytes | None, bytes]] = []
+        self._open = False
+        super().__init__(settings, output_topic, dead_letter_topic)
+
+    def _options(self) -> dict[str, Any]:
+        return {
+            **super()._options(),
+            "transactional_id": self.transactional_id,
+            "transaction_timeout_ms": TRANSACTION_TIMEOUT_MS,
+            # init_transactions and sends wait this long for a broker that is away, not
+            # 60 s: then the loop's retry takes over, and beats the health endpoint.
+            "max_block_ms": TRANSACTION_TIMEOUT_MS,
+        }
+
+    def _producer(self) -> Any:
+        producer = super()._producer()
+        try:
+            producer.init_transactions()
+        except KafkaError as exc:
+            _abandon(producer)
+            raise self._refusal(exc, producer) from exc
+        return producer
+
+    def _send(self, topic: str, key: bytes | None, value: bytes) -> None:
+        if not self._open:
+            self._begin()
+            self._batch = []  # a new batch, or its publish step again after an abort
+        self._batch.append((topic, key, value))
+        super()._send(topic, key, value)
+
+    def _begin(self) -> None:
+        if self.producer is None:
+            self.producer = self._producer()
+        try:
+            self.producer.begin_transaction()
+        except KafkaError as exc:
+            raise self._failed(exc) from exc
+        self._open = True
+
+    def commit(self, offsets: dict[TopicPartition, OffsetAndMetadata], group: Any) -> bool:
+        """Commit the batch with its input offsets, for the consumer of group metadata
+        `group`. False when the broker refused the offsets because the group has a newer
+        generation (KIP-447): the transaction is aborted, and the batch's records go to
+        whoever owns their partitions now."""
+        if not self._open:  # aborted after its flush: the batch again, in a new transaction
+            self._begin()
+            for record in self._batch:
+                super()._send(*record)
+            self.flush()
+        try:
+            if offsets:
+                self.producer.send_offsets_to_transaction(offsets, group)
+            self.producer.commit_transaction()
+        except CommitFailedError:
+            self.abort()
+            return False
+        except KafkaError as exc:
+            raise self._failed(exc) from exc
+        self._open, self._batch = False, []
+        self.observe("committed")
+        return True
+
+    def abort(self) -> None:
+        """Abort the open transaction, if any, and forget the batch."""
+        self._rebuild()
+        self._batch = []
+
+    def _rebuild(self) -> None:
+        """Abort by abandoning the producer; a new one, made at once, aborts the transaction
+        at the broker, which until then holds back the output's read_committed readers."""
+        fenced = self.producer is not None and _fenced(self.producer)
+        super()._rebuild()
+        if self._open:
+            self.observe("aborted")
+        self._open = False
+        if fenced:
+            raise self._fenced_error()
+        with contextlib.suppress(BackendUnavailable):
+            self.producer = self._producer()
+
+    def _failed(self, exc: KafkaError) -> Exception:
+        """Abort after a failed transactional call; what to raise for it."""
+        refusal = self._refusal(exc, self.producer)
+        self._rebuild()
+        return refusal
+
+    def _refusal(self, exc: KafkaError, producer: Any) -> Exception:
+        """What a failed transactional call means: Fenced (stop), ConfigError (a missing
+        ACL permission: no retry cures it) or BackendUnavailable (retry)."""
+        if cause(exc, ProducerFencedError) or _fenced(producer):
+            return self._fenced_error()
+        refused = cause(exc, AuthorizationError) or _last_error(producer, AuthorizationError)
+        if refused:
+            return ConfigError(
+                f"Kafka refused transactional id {self.transactional_id!r}: {refused}"
+            )
+        return BackendUnavailable(f"Kafka transaction of {self.transactional_id}: {exc}")
+
+    def _fenced_error(self) -> Fenced:
+        return Fenced(
+            f"Kafka fenced transactional id {self.transactional_id!r}: another producer "
+            f"took it, or a transaction outlasted {TRANSACTION_TIMEOUT_MS // 1000} s; "
+            "stopping, so that the group gives this consumer's records to the others"
+        )
+
+    def close(self) -> None:
+        if self._open and self.producer is not None:
+            with contextlib.suppress(KafkaError):
+                self.producer.abort_transaction()
+        super().close()
+
+
+def _last_error(producer: Any, kind: type[BaseException]) -> BaseException | None:
+    """The error that put a transactional producer in its failed state, if of `kind`:
+    kafka-python raises it once, then only a KafkaError that names it in its message."""
+    error = getattr(getattr(producer, "_transaction_manager", None), "last_error", None)
+    return error if isinstance(error, kind) else None
+
+
+def _fenced(producer: Any) -> bool:
+    return _last_error(producer, ProducerFencedError) is not None
+
+
+class TransactionalSource(KafkaSource):
+    """A KafkaSource whose commit hands the batch's offsets to the sink's transaction.
+
+    It reads read_committed, for two reasons: a member that takes over partitions then
+    starts from their committed offsets only once a transaction still committing offsets
+    of them is over (KIP-447: kafka-python asks for stable offsets in that mode), and input
+    written by transactions is decided only once they commit.
+    """
+
+    isolation_level = "read_committed"
+
+    def __init__(
+        self,
+        settings: KafkaSettings,
+        topic: str,
+        group: str,
+        batch_size: int,
+        sink: TransactionalSink,
+    ) -> None:
+        self.sink = sink
+        super().__init__(settings, topic, group, batch_size)
+
+    def commit(self, position: object) -> None:
+        offsets = cast(Offsets, position)
+        group = self.consumer.group_metadata()
+        # The broker refuses offsets of an old generation, but takes offsets sent without
+        # one (generation -1) from anyone: never send those for partitions this member
+        # may no longer own.
+        member = group.generation_id >= 0 and bool(group.member_id)
+        if member and offsets.next.keys() <= self.consumer.assignment():
+            if self.sink.commit(offsets.to_commit(), group):
+                return
+        else:
+            self.sink.abort()
+        # kafka-python keeps the position of a partition that stays with this member
+        # through a rebalance: without a rewind, the aborted records would be skipped.
+        assigned = self.consumer.assignment()
+        for tp, offset in offsets.first.items():
+            if tp in assigned:
+                self.consumer.seek(tp, offset)
+        log.warning("transaction aborted: the group rebalanced; its records go again")
 
 
 def produce(settings: KafkaSettings, topic: str, lines: Iterator[RawRecord]) -> Iterator[int]:
@@ -453,9 +702,14 @@ def produce(settings: KafkaSettings, topic: str, lines: Iterator[RawRecord]) -> 
 
 
 def tail(
-    settings: KafkaSettings, topic: str, from_beginning: bool, idle_ms: int | None
+    settings: KafkaSettings,
+    topic: str,
+    from_beginning: bool,
+    idle_ms: int | None,
+    read_committed: bool = True,
 ) -> Iterator[bytes]:
-    """Values arriving on a topic (no group: nothing is committed)."""
+    """Values arriving on a topic (no group: nothing is committed). read_committed: only
+    records of committed transactions (and every record written without one)."""
     consumer = _connect(
         KafkaConsumer,
         "consumer",
@@ -463,6 +717,7 @@ def tail(
         group_id=None,
         enable_auto_commit=False,
         auto_offset_reset="earliest" if from_beginning else "latest",
+        isolation_level="read_committed" if read_committed else "read_uncommitted",
         consumer_timeout_ms=idle_ms if idle_ms is not None else float("inf"),
     )
     consumer.subscribe([topic])
