@@ -64,15 +64,17 @@ class Producer:
 class TopicReader:
     """Reads a topic from its beginning without a group (nothing is committed), and keeps
     every record it has seen, in arrival order, with the reader's notes on where it was:
-    `_partition`, `_offset` and `_key` (see without_notes)."""
+    `_partition`, `_offset` and `_key` (see without_notes). read_committed: only records
+    of committed transactions (serve --exactly-once's); else aborted ones too."""
 
-    def __init__(self, topic: str, partitions: int = 1) -> None:
+    def __init__(self, topic: str, partitions: int = 1, read_committed: bool = False) -> None:
         self.topic = topic
         self.consumer = KafkaConsumer(
             bootstrap_servers=BOOTSTRAP.split(","),
             group_id=None,
             enable_auto_commit=False,
             auto_offset_reset="earliest",
+            isolation_level="read_committed" if read_committed else "read_uncommitted",
             max_partition_fetch_bytes=8 * 1024 * 1024,
         )
         self.partitions = [TopicPartition(topic, p) for p in range(partitions)]
