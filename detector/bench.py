@@ -5,7 +5,10 @@ stack. It prints its figures; it asserts nothing.
    consumers start, and the rate is counted from the first decision to the last
    (Kafka timestamps of the decisions), so group joins and start-up do not count.
 2. Decision latency at half the 1-consumer rate: records are produced at that pace and
-   each one's latency is its decision's timestamp minus its own.
+   each one's latency is its decision's timestamp minus its own, and the moment a reader
+   of the output got the decision minus the record's timestamp. They differ by the flush
+   and, with --exactly-once, by the transaction's commit: its decisions are stamped when
+   they are sent, but a read_committed reader gets them once the batch is committed.
 3. Redis bytes per indexed document, by key family (MEMORY USAGE of every key), and at
    --memory-docs synthetic documents the block tables and the number-to-id map, beside
    the naive layout (a set per bucket of "fingerprint:id" strings, a hash fingerprint->id).
@@ -18,6 +21,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator, Sequence
@@ -83,6 +87,7 @@ class Run:
             self.args.scheme,
             "--batch-size",
             str(self.args.batch_size),
+            *(["--exactly-once"] if self.args.exactly_once else []),
             *extra,
         ]
         for _ in range(consumers):
@@ -96,12 +101,15 @@ class Run:
         RedisIndex(self.args.redis.client(), BlockScheme.parse(self.args.scheme), self.index).drop()
 
     def decisions(self, expected: int, timeout: float) -> Iterator[tuple[dict[str, Any], int]]:
-        """Decisions with their Kafka timestamps (ms), until `expected` distinct ids."""
+        """Decisions with their Kafka timestamps (ms), until `expected` distinct ids. Read
+        read_committed: what a reader of serve --exactly-once gets (and, of a topic written
+        without transactions, everything)."""
         consumer = KafkaConsumer(
             self.output,
             **self.kafka.common(),
             group_id=None,
             auto_offset_reset="earliest",
+            isolation_level="read_committed",
             consumer_timeout_ms=int(timeout * 1000),
         )
         seen: set[str] = set()
@@ -133,12 +141,21 @@ def throughput(args: Any, records: list[tuple[str, bytes]], consumers: int) -> f
     return len(stamps) / seconds if seconds > 0 else float("nan")
 
 
-def latency(args: Any, records: list[tuple[str, bytes]], rate: float) -> dict[str, float]:
+def latency(args: Any, records: list[tuple[str, bytes]], rate: float) -> dict[str, Any]:
+    """Per record: (decision timestamp, moment read) minus the record's timestamp, in ms."""
     run = Run(args, partitions=2)
     run.start(1)
     time.sleep(8)  # let the consumer join its group before the clock starts
-    sent: dict[str, float] = {}
     count = min(len(records), int(rate * args.latency_seconds))
+    got: list[tuple[str, int, float]] = []  # id, decision timestamp, when read
+
+    def read() -> None:
+        for d, ts in run.decisions(count, timeout=300):
+            got.append((d["id"], ts, time.time() * 1000))
+
+    reader = threading.Thread(target=read, daemon=True)  # reads while records are produced
+    reader.start()
+    sent: dict[str, float] = {}
     producer = KafkaProducer(**run.kafka.common(), linger_ms=0)
     start = time.time()
     try:
@@ -149,19 +166,25 @@ def latency(args: Any, records: list[tuple[str, bytes]], rate: float) -> dict[st
             sent[doc_id] = time.time() * 1000
             producer.send(run.input, key=doc_id.encode(), value=raw, timestamp_ms=int(sent[doc_id]))
         producer.flush()
-        waits = [
-            ts - sent[d["id"]] for d, ts in run.decisions(count, timeout=300) if d["id"] in sent
-        ]
+        reader.join()
     finally:
         producer.close()
         run.stop()
-    ms = np.array(waits)
+    stamped = np.array([ts - sent[i] for i, ts, _ in got if i in sent])
+    seen = np.array([at - sent[i] for i, _, at in got if i in sent])
     return {
-        "records": len(ms),
+        "records": len(stamped),
         "rate": rate,
-        "p50_ms": float(np.percentile(ms, 50)),
-        "p99_ms": float(np.percentile(ms, 99)),
-        "max_ms": float(ms.max()),
+        "stamped": _spread(stamped),
+        "seen": _spread(seen),
+    }
+
+
+def _spread(ms: Any) -> dict[str, float]:
+    return {
+        "p50": float(np.percentile(ms, 50)),
+        "p99": float(np.percentile(ms, 99)),
+        "max": float(ms.max()),
     }
 
 
@@ -248,7 +271,8 @@ def synthetic_memory(args: Any, docs: int) -> dict[str, float]:
 
 def main(args: Any) -> int:
     records = _records(args.corpus)
-    _say(f"{len(records)} records from {args.corpus}; scheme {args.scheme}")
+    mode = "exactly once" if args.exactly_once else "at least once"
+    _say(f"{len(records)} records from {args.corpus}; scheme {args.scheme}; {mode}")
     rates = {}
     for n in args.consumers:
         _say(f"throughput with {n} consumer(s)")
@@ -258,8 +282,12 @@ def main(args: Any) -> int:
     _say(f"latency at {half:,.0f} docs/s")
     lat = latency(args, records, half)
     print(
-        f"latency at {lat['rate']:,.0f} docs/s ({lat['records']} records): "
-        f"p50 {lat['p50_ms']:.0f} ms, p99 {lat['p99_ms']:.0f} ms, max {lat['max_ms']:.0f} ms",
+        f"latency at {lat['rate']:,.0f} docs/s ({lat['records']} records), "
+        + "; ".join(
+            f"{what}: p50 {lat[key]['p50']:.0f} ms, p99 {lat[key]['p99']:.0f} ms, "
+            f"max {lat[key]['max']:.0f} ms"
+            for key, what in (("stamped", "decision timestamp"), ("seen", "read by a reader"))
+        ),
         flush=True,
     )
     _say("Redis memory of the corpus")
