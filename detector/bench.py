@@ -4,9 +4,10 @@ stack. It prints its figures; it asserts nothing.
 1. Sustained docs/s with 1 and with 2 consumers: the corpus waits on a topic, the
    consumers start, and the rate is counted from the first decision to the last
    (Kafka timestamps of the decisions), so group joins and start-up do not count.
-2. Decision latency at half the 1-consumer rate: records are produced at that pace and
-   each one's latency is its decision's timestamp minus its own, and the moment a reader
-   of the output got the decision minus the record's timestamp. They differ by the flush
+2. Decision latency at half the 1-consumer rate, or at --latency-rate: records are
+   produced at that pace and each one's latency is its decision's timestamp minus its
+   own, and the moment a reader of the output got the decision minus the record's
+   timestamp. They differ by the flush
    and, with --exactly-once, by the transaction's commit: its decisions are stamped when
    they are sent, but a read_committed reader gets them once the batch is committed.
 3. Redis bytes per indexed document, by key family (MEMORY USAGE of every key), and at
@@ -278,9 +279,9 @@ def main(args: Any) -> int:
         _say(f"throughput with {n} consumer(s)")
         rates[n] = throughput(args, records, n)
         print(f"sustained rate, {n} consumer(s): {rates[n]:,.0f} docs/s", flush=True)
-    half = rates[min(rates)] / 2
-    _say(f"latency at {half:,.0f} docs/s")
-    lat = latency(args, records, half)
+    pace = args.latency_rate or rates[min(rates)] / 2
+    _say(f"latency at {pace:,.0f} docs/s")
+    lat = latency(args, records, pace)
     print(
         f"latency at {lat['rate']:,.0f} docs/s ({lat['records']} records), "
         + "; ".join(

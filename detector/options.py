@@ -520,6 +520,14 @@ OWN: tuple[Option, ...] = (
         "latency-seconds", "float", 20.0, "how long to produce at half the measured rate", "bench"
     ),
     _cli(
+        "latency-rate",
+        "float",
+        None,
+        "docs/s of the latency run (default: half the 1-consumer rate), e.g. to compare "
+        "two settings at the same load",
+        "bench",
+    ),
+    _cli(
         "memory-docs",
         "int",
         1_000_000,
@@ -535,8 +543,8 @@ OWN: tuple[Option, ...] = (
     Option("batch-size", "int", 256, "serve's batch size", ("bench",)),
     replace(
         EXACTLY_ONCE,
-        help="the serve processes run with --exactly-once, and the reader of their decisions "
-        "reads read_committed",
+        help="the serve processes run with --exactly-once (their decisions are read "
+        "read_committed either way)",
         commands=("bench",),
     ),
     # tail: its --topic is serve's --output-topic
