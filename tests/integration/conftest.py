@@ -39,6 +39,7 @@ ORDER = [
     "test_security",
     "test_concurrency",
     "test_serve_e2e",
+    "test_exactly_once",
 ]
 
 

@@ -20,7 +20,9 @@ from typing import Any
 
 import pytest
 from kafka import KafkaProducer
+from kafka.errors import KafkaTimeoutError
 
+from detector.errors import BackendUnavailable
 from detector.stream.kafka import (
     KafkaSettings,
     Offsets,
@@ -206,72 +208,126 @@ def test_a_fenced_consumer_stops_and_the_group_decides_its_records(
     assert survivor.stop() == 0, survivor.log()
 
 
+class InProcess:
+    """A TransactionalSource and TransactionalSink in this process, on a 2-partition input
+    of ten bad lines, for the steps of a batch one at a time."""
+
+    def __init__(self, names: Names) -> None:
+        create_topics({names.input: 2})
+        with Producer() as producer:
+            for n in range(10):
+                producer.send(names.input, f"bad {n}".encode(), partition=n % 2)
+            producer.flush()
+        settings = KafkaSettings(BOOTSTRAP)
+        self.names = names
+        self.outcomes: list[str] = []
+        self.sink = TransactionalSink(
+            settings,
+            names.output,
+            names.dead_letter,
+            transactional_id(settings, names.group),
+            observe=self.outcomes.append,
+        )
+        self.source = TransactionalSource(settings, names.input, names.group, 64, self.sink)
+
+    def publish(self) -> Offsets:
+        """Steps 1 to 6: the ten lines, from as many polls as it takes, dead-lettered."""
+        records: list[Any] = []
+        offsets = Offsets()
+        deadline = time.monotonic() + 60
+        while len(records) < 10 and time.monotonic() < deadline:
+            got, more = self.source.poll()
+            records += got
+            for tp, first in more.first.items():
+                offsets.first.setdefault(tp, first)
+            offsets.next.update(more.next)
+        assert len(records) == 10, records
+        for raw, where in records:
+            self.sink.error({**where, "reason": "test", "raw": raw.decode()})
+        self.sink.flush()
+        return offsets
+
+    def written(self, count: int) -> None:
+        """`count` dead letters were written, committed or not."""
+        everything = TopicReader(self.names.dead_letter)
+        try:
+            assert everything.until(lambda r: len(r.records) >= count, 30, idle=1.0)
+            assert len(everything.records) == count
+        finally:
+            everything.close()
+
+    def committed_once(self, dead: TopicReader) -> None:
+        """Each of the ten dead letters read_committed once, and every offset committed."""
+        assert dead.until(lambda r: len(r.records) >= 10, 30, idle=2.0)
+        assert sorted(dead_letter_places(dead).values()) == [1] * 10
+        names = self.names
+        assert [committed_offset(names.group, names.input, p) for p in (0, 1)] == [5, 5]
+
+    def close(self) -> None:
+        self.sink.close()
+        self.source.close()
+
+
+@pytest.fixture
+def in_process(names: Names) -> Iterator[InProcess]:
+    steps = InProcess(names)
+    yield steps
+    steps.close()
+
+
 def test_offsets_of_an_old_generation_abort_the_batch_which_is_decided_again(
-    names: Names, monkeypatch: pytest.MonkeyPatch, committed: tuple[DecisionReader, TopicReader]
+    in_process: InProcess,
+    monkeypatch: pytest.MonkeyPatch,
+    committed: tuple[DecisionReader, TopicReader],
 ) -> None:
     """The broker refuses offsets sent for an old generation of the group (KIP-447), as a
     zombie's after a rebalance would be: the transaction is aborted, nothing of it is
     read_committed, no offset is committed, and the source rewinds, so that the same
     records come again and are committed once."""
     _, dead = committed
-    create_topics({names.input: 2})
-    with Producer() as producer:
-        for n in range(10):
-            producer.send(names.input, f"bad {n}".encode(), partition=n % 2)
-        producer.flush()
-    settings = KafkaSettings(BOOTSTRAP)
-    outcomes: list[str] = []
-    sink = TransactionalSink(
-        settings,
-        names.output,
-        names.dead_letter,
-        transactional_id(settings, names.group),
-        observe=outcomes.append,
-    )
-    source = TransactionalSource(settings, names.input, names.group, 64, sink)
-    try:
+    steps, source = in_process, in_process.source
+    offsets = steps.publish()
+    group = source.consumer.group_metadata()
+    stale = group._replace(generation_id=group.generation_id + 1)  # not the group's
+    with monkeypatch.context() as m:
+        m.setattr(source.consumer, "group_metadata", lambda: stale)
+        source.commit(offsets)
+    assert steps.outcomes == ["aborted"]
+    assert committed_offset(steps.names.group, steps.names.input, 0) is None
+    steps.written(10)
+    dead.until(lambda r: False, timeout=3)
+    assert dead.records == []
 
-        def one_batch() -> Offsets:
-            """The ten records, from as many polls as it takes, published."""
-            records: list[Any] = []
-            offsets = Offsets()
-            deadline = time.monotonic() + 60
-            while len(records) < 10 and time.monotonic() < deadline:
-                got, more = source.poll()
-                records += got
-                for tp, first in more.first.items():
-                    offsets.first.setdefault(tp, first)
-                offsets.next.update(more.next)
-            assert len(records) == 10, records
-            for raw, where in records:
-                sink.error({**where, "reason": "test", "raw": raw.decode()})
-            sink.flush()
-            return offsets
+    source.commit(steps.publish())  # the same records again, after the rewind
+    assert steps.outcomes == ["aborted", "committed"]
+    steps.committed_once(dead)
+    steps.written(20)
 
-        offsets = one_batch()
-        group = source.consumer.group_metadata()
-        stale = group._replace(generation_id=group.generation_id + 1)  # not the group's
-        with monkeypatch.context() as m:
-            m.setattr(source.consumer, "group_metadata", lambda: stale)
-            source.commit(offsets)
-        assert outcomes == ["aborted"]
-        assert committed_offset(names.group, names.input, 0) is None
-        everything = TopicReader(names.dead_letter)
-        try:
-            assert everything.until(lambda r: len(r.records) >= 10, 30)  # written, aborted
-        finally:
-            everything.close()
-        dead.until(lambda r: False, timeout=3)
-        assert dead.records == []
 
-        source.commit(one_batch())  # the same records again, after the rewind
-        assert outcomes == ["aborted", "committed"]
-        assert dead.until(lambda r: len(r.records) >= 10, 30, idle=2.0)
-        assert sorted(dead_letter_places(dead).values()) == [1] * 10
-        assert [committed_offset(names.group, names.input, p) for p in (0, 1)] == [5, 5]
-    finally:
-        sink.close()
-        source.close()
+def test_a_failed_commit_is_retried_alone_and_sends_its_batch_again(
+    in_process: InProcess,
+    monkeypatch: pytest.MonkeyPatch,
+    committed: tuple[DecisionReader, TopicReader],
+) -> None:
+    """The commit fails after the offsets went into the transaction: it is aborted, and
+    the loop's retry of the commit step (not of the publish) sends the kept batch again
+    in a new transaction before the offsets: committed once, nothing lost."""
+    _, dead = committed
+    steps = in_process
+    offsets = steps.publish()
+    with monkeypatch.context() as m:
+
+        def refused() -> None:
+            raise KafkaTimeoutError("the commit timed out")
+
+        m.setattr(steps.sink.producer, "commit_transaction", refused)
+        with pytest.raises(BackendUnavailable, match="the commit timed out"):
+            steps.source.commit(offsets)
+    assert steps.outcomes == ["aborted"]
+    steps.source.commit(offsets)  # what the loop's retry does
+    assert steps.outcomes == ["aborted", "committed"]
+    steps.committed_once(dead)
+    steps.written(20)
 
 
 def test_tail_reads_committed_decisions_by_default(names: Names) -> None:
