@@ -8,11 +8,13 @@ One batch, in this order:
      check-and-insert (decide.py; redone from a conflict if another consumer was first)
   5. publish the decisions and the error records to the sink
   6. flush the sink: every decision and error record acknowledged (or written)
-  7. commit the source's position (Kafka: the offsets)
+  7. commit the source's position (Kafka: the offsets; with `serve --exactly-once`, the
+     transaction that 5 began, the offsets in it: stream/kafka.py's adapters)
 A crash anywhere before 7 delivers the batch again; the index remembers every decision by
-id, so the redelivered records get the decisions already published. Steps 4 to 7 wait out
-a backend outage (retry.LOOP) and lose nothing; a stop request ends the loop between
-batches, never inside one.
+id, so the redelivered records get the decisions already published (exactly once: those
+of the crashed batch were aborted, and read_committed readers see each once). Steps 4 to
+7 wait out a backend outage (retry.LOOP) and lose nothing; a stop request ends the loop
+between batches, never inside one.
 
 Steps 2 and 3 need no index, so with `workers` they run in other processes ahead of the
 decisions (`neardup detect --workers N`), which stay in source order in this one.
