@@ -13,7 +13,8 @@ stack. It prints its figures; it asserts nothing.
 3. Redis bytes per indexed document, by key family (MEMORY USAGE of every key), and at
    --memory-docs synthetic documents the block tables and the number-to-id map, beside
    the naive layout (a set per bucket of "fingerprint:id" strings, a hash fingerprint->id).
-Every run uses its own topics, group and index name, and deletes its Redis keys after.
+Every run uses its own topics, group and index name, and deletes them (and the index's
+Redis keys) after.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from kafka import KafkaConsumer, KafkaProducer
 from .blocks import BlockScheme
 from .index.redis import IDS_PER_HASH, Batch, RedisIndex
 from .stream.files import input_label, open_input, read_lines
-from .stream.kafka import ensure_topics
+from .stream.kafka import ensure_topics, remove
 
 
 def _say(msg: str) -> None:
@@ -100,6 +101,8 @@ class Run:
         for p in self.procs:
             p.wait(timeout=60)
         RedisIndex(self.args.redis.client(), BlockScheme.parse(self.args.scheme), self.index).drop()
+        # a bench of both modes makes some thirty topics: the broker need not keep them
+        remove(self.kafka, [self.input, self.output, f"{self.input}.dlq"], [self.group])
 
     def decisions(self, expected: int, timeout: float) -> Iterator[tuple[dict[str, Any], int]]:
         """Decisions with their Kafka timestamps (ms), until `expected` distinct ids. Read

@@ -288,6 +288,18 @@ def ensure_topics(settings: KafkaSettings, topics: dict[str, int]) -> None:
         admin.close()
 
 
+def remove(settings: KafkaSettings, topics: list[str], groups: list[str]) -> None:
+    """Delete topics and consumer groups that nothing uses any more (a bench run's own),
+    as far as the broker lets: what is left is only clutter."""
+    admin = _connect(KafkaAdminClient, "admin", **settings.common())
+    try:
+        for delete, names in ((admin.delete_topics, topics), (admin.delete_groups, groups)):
+            with contextlib.suppress(KafkaError):
+                delete(names)
+    finally:
+        admin.close()
+
+
 log = logging.getLogger("neardup.kafka")
 
 # The largest fetch response frame a consumer accepts. A topic whose max.message.bytes
