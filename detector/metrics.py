@@ -34,6 +34,15 @@ REDIS_SECONDS = Histogram(
     "Redis round trips",
     buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5),
 )
+REFETCHES = Counter(
+    "neardup_refetches_total",
+    "Records of a known id: revision (changed content, decided afresh), stale (older than "
+    "its last version: the stored decision again)",
+    ["kind"],
+)
+TOMBSTONES = Counter(
+    "neardup_tombstones_total", "Kafka tombstones, by what was done (delete, ignore)", ["action"]
+)
 LAG = Gauge("neardup_consumer_lag", "Records on the assigned partitions not yet consumed")
 
 

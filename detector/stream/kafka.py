@@ -8,7 +8,7 @@ import json
 import logging
 import ssl
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -28,9 +28,9 @@ from kafka.structs import OffsetAndMetadata
 
 from ..access import SASL_MECHANISMS, SECURITY_PROTOCOLS, Secret, as_variables
 from ..errors import BackendUnavailable, ConfigError, cause
-from ..records import Decision, RawRecord
+from ..records import Decision, RawRecord, Tombstone
 from ..tls import check_tls_files, tls_refusal
-from . import Batch
+from . import Batch, Headers
 
 
 @dataclass(frozen=True)
@@ -323,7 +323,15 @@ class KafkaSource:
         offsets: dict[TopicPartition, int] = {}
         for tp, records in polled.items():
             for r in records:
-                where = {"topic": r.topic, "partition": r.partition, "offset": r.offset}
+                where: dict[str, object] = {
+                    "topic": r.topic,
+                    "partition": r.partition,
+                    "offset": r.offset,
+                    "key": r.key,
+                    "headers": list(r.headers) or None,
+                }
+                if r.value is None:  # a tombstone: "this key is gone"
+                    where["tombstone"] = True
                 batch.append((r.value if r.value is not None else b"", where))
                 offsets[tp] = r.offset + 1
         return batch, offsets
@@ -380,18 +388,24 @@ class KafkaSink:
             max_request_size=16 * 1024 * 1024,
         )
 
-    def decisions(self, decisions: list[Decision]) -> None:
-        for d in decisions:
-            self._send(self.output_topic, d.id.encode(), d.to_json().encode())
+    def decisions(self, decisions: list[Decision], headers: Sequence[Headers] = ()) -> None:
+        for d, h in zip(decisions, headers or [None] * len(decisions), strict=True):
+            self._send(self.output_topic, d.id.encode(), d.to_json().encode(), h)
 
-    def error(self, record: dict[str, object]) -> None:
-        self._send(self.dead_letter_topic, None, json.dumps(record).encode())
+    def error(self, record: dict[str, object], headers: Headers = None) -> None:
+        self._send(self.dead_letter_topic, None, json.dumps(record).encode(), headers)
 
-    def _send(self, topic: str, key: bytes | None, value: bytes) -> None:
+    def tombstone(self, dead: Tombstone, headers: Headers = None) -> None:
+        """Forwarded with the same key, so a compacted decisions topic forgets it too."""
+        self._send(self.output_topic, dead.id.encode(), None, headers)
+
+    def _send(
+        self, topic: str, key: bytes | None, value: bytes | None, headers: Headers = None
+    ) -> None:
         try:
             if self.producer is None:  # rebuilt lazily: the broker may still be away
                 self.producer = self._producer()
-            self._sent.append(self.producer.send(topic, key=key, value=value))
+            self._sent.append(self.producer.send(topic, key=key, value=value, headers=headers))
         except KafkaError as exc:
             self._rebuild()
             raise BackendUnavailable(f"Kafka did not take a record: {exc}") from exc
