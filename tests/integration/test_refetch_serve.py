@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..helpers import words_text
-from .admin import create_topics
+from .admin import create_topics, wait_for_group
 from .processes import Names, Serve, logs, produce_keyless_tombstone
 from .readers import DecisionReader, Producer, TopicReader
 
@@ -106,3 +106,46 @@ def test_tombstones_can_be_ignored(
     assert b["duplicate_of"] == "a", "the tombstone was ignored: a stays indexed"
     assert not decisions.tombstones
     assert server.stop() == 0, logs([server])
+
+
+def test_a_changed_record_and_a_copy_of_its_new_content_on_two_partitions_at_once(
+    names: Names,
+    serve: Callable[..., Serve],
+    decisions: DecisionReader,
+    index_at: dict[str, str],
+) -> None:
+    """Two consumers, one partition each: every page is first indexed, then its changed
+    version goes to one partition and a copy of the new content to the other in the same
+    burst. Whatever the interleaving, the two are never both unique."""
+    pages = 30
+    create_topics({names.input: 2})
+    servers = [serve(env=index_at), serve(env=index_at)]
+    wait_for_group(names.group, 2)
+    olds = {f"p{i}": words_text(300 + i) for i in range(pages)}
+    news = {f"p{i}": words_text(400 + i) for i in range(pages)}
+    with Producer() as producer:
+        for page, text in olds.items():
+            producer.send_record(names.input, {"id": page, "text": text}, partition=0)
+        producer.flush()
+    assert not decisions.wait_for(list(olds), timeout=60), logs(servers)
+    with Producer() as producer:
+        for page, text in news.items():
+            producer.send_record(names.input, {"id": page, "text": text}, partition=0)
+            producer.send_record(names.input, {"id": f"copy-{page}", "text": text}, partition=1)
+        producer.flush()
+    copies = [f"copy-{p}" for p in news]
+    assert not decisions.wait_for(copies, timeout=90), logs(servers)
+    assert decisions.until(lambda r: len(r.records) >= 3 * pages, 60), logs(servers)
+    latest = {}
+    for d in decisions.records:
+        latest[d["id"]] = d
+    for page in news:
+        revised, copy = latest[page], latest[f"copy-{page}"]
+        assert revised.get("revision") == 1, revised
+        assert (revised["decision"], copy["decision"]) != ("unique", "unique"), (revised, copy)
+        if copy["decision"] == "duplicate":
+            assert (copy["duplicate_of"], copy["duplicate_of_revision"]) == (page, 1)
+        else:
+            assert revised["duplicate_of"] == f"copy-{page}"
+    for s in servers:
+        assert s.stop() == 0, logs(servers)

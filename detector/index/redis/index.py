@@ -383,12 +383,20 @@ class RedisIndex(Maintenance):
             elif not item.replay and item.previous is None:
                 unindexed.append(item.decision.id)
         unindexed += [indexing[i].id for i in written if i >= done]  # type: ignore[union-attr]
+        # Versions that revisions replaced leave the shards before the new ones enter (a
+        # revision back to an old content must find its digest field free); one numbered
+        # and replaced in this very commit is not applied at all, only its text goes.
+        gone = [s.current for v in reply[3][:done] if v and (s := parse_decision(v)).current]
+        fresh = {num for num, *_ in applied}
+        self._forget_versions(
+            [v for v in gone if v.num not in fresh], [v.name for v in gone if v.num in fresh]
+        )
+        applied = [a for a in applied if a[0] not in {v.num for v in gone}]
         if applied:
             self._apply(applied, reply[2].decode())
+        elif reply[2]:
+            self._eval(lua.APPLIED, reply[2].decode(), LOG_KEEP)
         self._drop_texts(unindexed)
-        replaced = [parse_decision(v) for v in reply[3][:done] if v]
-        if replaced:  # versions that revisions replaced: out of the shards too
-            self._forget_versions([v for r in replaced if r.current for v in (r.current,)])
         return Committed(done, stored)
 
     def _first_conflict(self, indexing: Sequence[Any], dhs: list[bytes], raw: bytes) -> int:

@@ -195,7 +195,11 @@ def _version(doc_id: str, h: dict[str, Any]) -> Version:
 
 def header(decision: Decision, entry_space: str | None, dh: bytes | None) -> str:
     """The header of a decision key (after '{"n":N,', which the COMMIT script writes)."""
-    h: dict[str, object] = {"dg": decision.digest, "r": decision.revision}
+    # no digest (a caller that does not say what content it decided on): dg is left out,
+    # and every later record of the id is taken as a redelivery
+    h: dict[str, object] = {"r": decision.revision}
+    if decision.digest:
+        h["dg"] = decision.digest
     if entry_space is not None and dh is not None:
         h.update(s=entry_space, dh=dh.hex(), fp=f"{decision.fingerprint:016x}")
     if decision.version is not None:
