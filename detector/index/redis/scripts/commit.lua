@@ -51,25 +51,6 @@ if seq ~= upto then
                                    (seq - base) * 32 - 1)}
 end
 
--- A decision key's header: '#' JSON, or, from before re-fetches, "N SPACE DH" (indexed,
--- no digest) or none at all (a bare decision JSON).
-local function header(v)
-  if string.sub(v, 1, 1) == '#' then
-    return cjson.decode(string.sub(v, 2, string.find(v, '\n', 1, true) - 1))
-  end
-  local num, space, dh = string.match(v, '^(%d+) (%S+) (%x+)\n')
-  if num then return {n = tonumber(num), s = space, dh = dh, r = 0} end
-  return {n = 0, r = 0}
-end
-local function name_of(id, r)
-  if r == 0 then return id end
-  return id .. '\0' .. r
-end
-local function unmap(num, name)  -- the number names the version no more: no lookup finds it
-  local ids = C .. 'id:' .. math.floor(num / 128)
-  if redis.call('HGET', ids, num % 128) == name then redis.call('HDEL', ids, num % 128) end
-end
-
 -- What an item does with its id's decision: 'new', 'revise', 'stored' (decided meanwhile on
 -- this very content, or by an index that kept no digests: that decision stands), or
 -- 'moved' (decided, revised or deleted meanwhile on other content: decide it again).
@@ -128,7 +109,7 @@ for i = 1, n do
         if keep_old then
           kept[#kept + 1] = {n = old.n, r = old.r, s = old.s, dh = old.dh, fp = old.fp}
         else
-          unmap(old.n, name_of(id, old.r))
+          unmap(C, old.n, name_of(id, old.r))
           replaced[i] = v
         end
       end
