@@ -214,20 +214,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _detect(args: argparse.Namespace) -> int:
-    from .decide import Detector
     from .index.memory import MemoryIndex
     from .pipeline import Limits, Loop
     from .stream.files import FileSource, JsonlSink, open_output
 
     settings = _settings(args)
-    scheme = settings.block_scheme()
-    detector = Detector(
-        settings.engine(),
-        MemoryIndex(scheme, args.index),
-        scheme,
-        settings.literal(),
-        settings.max_candidates,
-    )
+    detector = settings.detector(MemoryIndex(settings.block_scheme(), args.index))
     source = FileSource(args.input, args.batch_size)
     sink = JsonlSink(open_output(args.output, sys.stdout), open_output(args.errors, sys.stderr))
     progress = _progress(args, smoothing=0.1)
@@ -312,7 +304,6 @@ def _serve(args: argparse.Namespace) -> int:
     import os
     import socket
 
-    from .decide import Detector
     from .index.redis import RedisIndex
     from .index.redis.connect import check as check_redis
     from .index.redis.connect import refusals
@@ -359,9 +350,7 @@ def _serve(args: argparse.Namespace) -> int:
         max_bucket=args.max_bucket,
         observe=REDIS_SECONDS.observe,
     )
-    detector = Detector(
-        settings.engine(), index, scheme, settings.literal(), settings.max_candidates, bind=False
-    )
+    detector = settings.detector(index, bind=False)
     with refusals(redis_at):  # e.g. an ACL that lacks a key or a command
         STARTUP.call("redis", lambda: index.bind(detector.engine.version))
     STARTUP.call("kafka", lambda: check_kafka(kafka))
@@ -412,6 +401,7 @@ def _serve(args: argparse.Namespace) -> int:
         kafka.security_protocol,
     )
     loop = Loop(detector, source, sink, Limits(settings.max_bytes, settings.max_tokens))
+    loop.tombstones = args.tombstones
     if args.retention:  # a slice of the index's keys a second: memory comes back steadily
         loop.upkeep = lambda: index.sweep(shards=SWEEP_SHARDS)
     with refusals(redis_at):

@@ -13,7 +13,7 @@ from . import __version__
 from .blocks import BlockScheme
 from .engine import Engine, Print
 from .errors import Contention
-from .index import Candidate, Commit, Entry, Index, Query
+from .index import Candidate, Commit, Entry, Index, Query, record_of, version_id
 from .records import Decision, Document
 from .retry import CONFLICTS
 from .verify import LiteralCheck, jaccard
@@ -35,13 +35,19 @@ class Detector:
         literal: LiteralCheck,
         max_candidates: int = 32,
         bind: bool = True,
+        keep_previous: bool = False,
     ) -> None:
         self.engine = engine
         self.index = index
         self.scheme = scheme
         self.literal = literal
         self.max_candidates = max_candidates
+        # A re-fetch replaces the version before it; keep_previous keeps that one as a
+        # candidate until retention (a copy of the old text is then still a duplicate).
+        self.keep_previous = keep_previous
         self.conflicts = 0  # commits that met another consumer's documents
+        self.stale = 0  # records older than their id's last version: answered, not decided
+        self.revisions = 0  # records of a known id with changed content: decided afresh
         if bind:  # a server-side index binds once its server answers
             index.bind(engine.version)
 
@@ -58,12 +64,18 @@ class Detector:
 
         def attempt() -> None:
             start = len(out)
-            items = self._decide(docs[start:], prints[start:])
+            items, stales = self._decide(docs[start:], prints[start:])
             committed = self.index.commit(items)
+            self.stale += sum(stales[: committed.done])
+            self.revisions += sum(
+                1
+                for i, item in enumerate(items[: committed.done])
+                if item.previous is not None and not item.replay and i not in committed.stored
+            )
             for i, item in enumerate(items[: committed.done]):
                 out.append(committed.stored.get(i, item.decision))
                 if item.entry is not None:  # recent documents are the likeliest originals
-                    self.literal.remember(item.decision.id, prints[start + i].shingles)
+                    self.literal.remember(item.entry.id, prints[start + i].shingles)
             if len(out) < len(docs):
                 self.conflicts += 1
                 raise Contention(
@@ -73,39 +85,62 @@ class Detector:
         CONFLICTS.call("commit", attempt, on_retry=_quiet)
         return out
 
-    def _decide(self, docs: list[Document], prints: list[Print]) -> list[Commit]:
+    def _decide(self, docs: list[Document], prints: list[Print]) -> tuple[list[Commit], list[bool]]:
+        """The batch's commit items, and which of them answer a stale record."""
         prior = self.index.decisions([d.id for d in docs])
         found = self.index.lookup([Query(p.space, p.fingerprint, p.digest) for p in prints])
         wanted = {c.id for f in found for c in f.candidates[: self.max_candidates]}
         self.literal.load(self.index.texts(sorted(wanted - self.literal.cached_ids(wanted))))
         near = self._near_in_batch(prints)
-        digests: dict[str, str] = {}  # digest -> id of this batch's indexed documents
-        decided: dict[str, Decision] = {}
-        indexed: dict[int, str] = {}  # position in batch -> id, for documents indexed
+        digests: dict[str, str] = {}  # digest -> version of this batch's indexed documents
+        decided: dict[str, Decision] = {}  # id -> its latest decision in this batch
+        indexed: dict[int, str] = {}  # position in batch -> version, for documents indexed
         positions: dict[str, int] = {}  # and back
-        items = []
+        replaced: set[str] = set()  # versions a revision of this batch takes out
+        items: list[Commit] = []
+        stales: list[bool] = []
         for i, (doc, p, f) in enumerate(zip(docs, prints, found, strict=True)):
-            earlier = prior.get(doc.id) or decided.get(doc.id)
-            if earlier is not None:  # redelivered: the same answer again
-                items.append(Commit(earlier, None, replay=True))
+            earlier = decided.get(doc.id) or prior.get(doc.id)
+            old = earlier is not None and stale(doc, earlier)
+            stales.append(old)
+            if earlier is not None and (old or same_content(earlier, p.digest)):
+                items.append(Commit(earlier, None, replay=True))  # the same answer again
                 continue
-            exact = f.exact or digests.get(p.digest)
+            revision = earlier.revision + 1 if earlier is not None else 0
+            version = version_id(doc.id, revision)
+
+            def other(name: str) -> bool:
+                """A re-fetch is decided against the index without its own versions, and
+                nothing is against a version an earlier revision of the batch replaced."""
+                return record_of(name)[0] != doc.id and name not in replaced  # noqa: B023
+
+            exact = next((e for e in (f.exact, digests.get(p.digest)) if e and other(e)), None)
+            entry = None
             if exact is not None:
-                d = self._decision(doc.id, p, exact, 0, 1.0, exact=True)
-                items.append(Commit(d, None))
+                d = self._decision(doc, p, exact, 0, 1.0, exact=True)
             else:
                 local = [
                     Candidate(indexed[j], prints[j].fingerprint, dist)
                     for j, dist in near.get(i, ())
-                    if j in indexed
+                    if j in indexed and other(indexed[j])
                 ]
-                d = self._verify(doc.id, p, f.candidates + local, prints, positions)
-                digests.setdefault(p.digest, doc.id)
-                positions[doc.id] = i
-                indexed[i] = doc.id
-                items.append(Commit(d, Entry(doc.id, p.space, p.fingerprint, p.digest, p.text)))
+                stored = [c for c in f.candidates if other(c.id)]
+                d = self._verify(doc, p, stored + local, prints, positions)
+                entry = Entry(version, p.space, p.fingerprint, p.digest, p.text)
+            if earlier is not None:
+                d.revision, d.previous_fingerprint = revision, earlier.fingerprint
+                if not self.keep_previous:  # its earlier version leaves, for the batch too
+                    gone = version_id(doc.id, earlier.revision)
+                    replaced.add(gone)
+                    indexed = {j: v for j, v in indexed.items() if v != gone}
+                    digests = {k: v for k, v in digests.items() if v != gone}
+            if entry is not None:
+                digests.setdefault(p.digest, version)
+                positions[version] = i
+                indexed[i] = version
+            items.append(Commit(d, entry, previous=earlier, keep_previous=self.keep_previous))
             decided[doc.id] = d
-        return items
+        return items, stales
 
     def _near_in_batch(self, prints: list[Print]) -> dict[int, list[tuple[int, int]]]:
         """For each document, the earlier ones of the batch within distance k."""
@@ -123,7 +158,7 @@ class Detector:
 
     def _verify(
         self,
-        doc_id: str,
+        doc: Document,
         p: Print,
         candidates: list[Candidate],
         batch: list[Print],
@@ -131,7 +166,7 @@ class Detector:
     ) -> Decision:
         """The literal pass: the most similar candidate above the threshold, if any."""
         if not candidates:
-            return self._decision(doc_id, p, None, None, None)
+            return self._decision(doc, p, None, None, None)
         candidates = sorted(candidates, key=lambda c: (c.distance, c.id))[: self.max_candidates]
         mine = p.shingles
         best: tuple[float, Candidate] | None = None
@@ -146,21 +181,22 @@ class Detector:
             if best is None or sim > best[0]:
                 best = (sim, c)
         if best is not None and best[0] >= self.literal.threshold:
-            return self._decision(doc_id, p, best[1].id, best[1].distance, best[0])
-        return self._decision(doc_id, p, None, None, None)
+            return self._decision(doc, p, best[1].id, best[1].distance, best[0])
+        return self._decision(doc, p, None, None, None)
 
     def _decision(
         self,
-        doc_id: str,
+        doc: Document,
         p: Print,
-        dup: str | None,
+        dup: str | None,  # the version it duplicates
         distance: int | None,
         similarity: float | None,
         exact: bool = False,
     ) -> Decision:
+        of, of_revision = record_of(dup) if dup is not None else (None, 0)
         return Decision(
-            id=doc_id,
-            duplicate_of=dup,
+            id=doc.id,
+            duplicate_of=of,
             fingerprint=p.fingerprint,
             distance=distance,
             similarity=similarity,
@@ -168,4 +204,20 @@ class Detector:
             features=self.engine.version,
             namespace=self.index.namespace,
             detector=__version__,
+            duplicate_of_revision=of_revision,
+            url=doc.url,
+            version=doc.version,
+            origin=doc.origin,
+            digest=p.digest,
         )
+
+
+def same_content(earlier: Decision, digest: str) -> bool:
+    """A decision made on this content (an index written before digests were kept
+    cannot tell: it takes every record of a known id as a redelivery)."""
+    return not earlier.digest or earlier.digest == digest
+
+
+def stale(doc: Document, earlier: Decision) -> bool:
+    """A record older than the version its id was last decided on."""
+    return doc.version is not None and earlier.version is not None and doc.version < earlier.version

@@ -40,6 +40,15 @@ TRANSACTIONS = Counter(
     "offsets), by outcome: committed, or aborted (the batch is sent again or redelivered)",
     ["outcome"],
 )
+REFETCHES = Counter(
+    "neardup_refetches_total",
+    "Records of a known id: revision (changed content, decided afresh), stale (older than "
+    "its last version: the stored decision again)",
+    ["kind"],
+)
+TOMBSTONES = Counter(
+    "neardup_tombstones_total", "Kafka tombstones, by what was done (delete, ignore)", ["action"]
+)
 LAG = Gauge("neardup_consumer_lag", "Records on the assigned partitions not yet consumed")
 
 

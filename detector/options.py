@@ -214,6 +214,14 @@ ENGINE: tuple[Option, ...] = (
         "most tokens in a record's normalized text; more is a too_many_tokens error",
     ),
     _engine(
+        "keep-old-versions",
+        "bool",
+        False,
+        "a re-fetched record's earlier version stays a candidate until retention, so a copy "
+        "of the old text is still a duplicate; by default the new version replaces it in "
+        "the index (every consumer of an index must use the same)",
+    ),
+    _engine(
         # = detector.verify.DEFAULT_CACHE_BYTES, LiteralCheck's own default (a test keeps
         # them equal: verify.py imports numpy, which this module must not)
         "literal-memory",
@@ -440,6 +448,16 @@ OWN: tuple[Option, ...] = (
         "topic for records that cannot be decided",
         ("serve",),
         metavar="TOPIC",
+    ),
+    Option(
+        "tombstones",
+        "choice",
+        "delete",
+        "a record with a key and no value (a Kafka tombstone): delete forgets that id, as "
+        "`neardup index delete` does, and forwards a tombstone of the same key to the "
+        "output topic; ignore passes over it",
+        ("serve",),
+        choices=("delete", "ignore"),
     ),
     Option("group", "str", "neardup", "Kafka consumer group", ("serve",)),
     Option(

@@ -28,7 +28,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
-from typing import Protocol, TypeVar
+from typing import Protocol, TypeVar, cast
 
 from .decide import Detector
 from .engine import Engine, Print
@@ -37,14 +37,18 @@ from .normalize import normalize
 from .records import (
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_TOKENS,
+    MAX_ID_CHARS,
+    ORIGIN,
+    VERSION_MARK,
     Decision,
     Document,
     RawRecord,
+    Tombstone,
     error_record,
     parse_document,
 )
 from .retry import LOOP, Retry
-from .stream import Batch, Sink, Source
+from .stream import Batch, Headers, Sink, Source
 from .tokenize import count_tokens
 
 T = TypeVar("T")
@@ -63,29 +67,65 @@ LIMITS = Limits()
 
 @dataclass
 class Prepared:
-    """A batch parsed and fingerprinted (steps 2 and 3): everything that needs no index."""
+    """A batch parsed and fingerprinted (steps 2 and 3): everything that needs no index.
+    The headers of a record (Kafka's, copied to its decision or dead letter) are kept
+    beside it, not in the decision: a redelivery gets the stored decision with its own."""
 
     size: int
     docs: list[Document]
     prints: list[Print]
     errors: list[dict[str, object]]
     position: object = None
+    headers: list[Headers] = field(default_factory=list)  # of the docs
+    error_headers: list[Headers] = field(default_factory=list)
+    # Kafka tombstones, each with the number of docs before it in the batch
+    tombstones: list[tuple[int, Tombstone, Headers]] = field(default_factory=list)
 
 
 def prepare(engine: Engine, batch: list[RawRecord], limits: Limits = LIMITS) -> Prepared:
     """Steps 2 and 3: parse, check and fingerprint; a record over a limit is an error."""
-    docs, texts, errors = [], [], []
+    out = Prepared(len(batch), [], [], [])
+    texts = []
     for raw, where in batch:
+        headers = cast(Headers, where.get("headers"))
+        origin = {k: where[k] for k in ORIGIN if k in where} or None
         try:
+            if where.get("tombstone"):
+                dead = Tombstone(tombstone_id(where.get("key")), origin)
+                out.tombstones.append((len(out.docs), dead, headers))
+                continue
             doc = parse_document(raw, limits.max_bytes)
             text = normalize(doc.text)
             check_tokens(text, limits.max_tokens)
         except BadRecord as bad:
-            errors.append(error_record(bad.reason, bad.detail, raw, **where))
+            told = {k: v for k, v in where.items() if k not in NOT_TOLD}
+            out.errors.append(error_record(bad.reason, bad.detail, raw, **told))
+            out.error_headers.append(headers)
         else:
-            docs.append(doc)
+            doc.origin = origin
+            out.docs.append(doc)
+            out.headers.append(headers)
             texts.append(text)
-    return Prepared(len(batch), docs, engine.fingerprint(docs, texts), errors)
+    out.prints = engine.fingerprint(out.docs, texts)
+    return out
+
+
+# What a source tells of a record that is not for its dead letter's JSON: the headers go
+# with it as headers, the key and the tombstone mark are what made it one.
+NOT_TOLD = ("headers", "key", "tombstone")
+
+
+def tombstone_id(key: object) -> str:
+    """The id a tombstone deletes: its key, a record id's UTF-8."""
+    if key is None:
+        raise BadRecord("tombstone_without_key", "a record with neither a value nor a key")
+    try:
+        doc_id = key.decode("utf-8") if isinstance(key, bytes) else str(key)
+    except UnicodeDecodeError:
+        raise BadRecord("bad_key", "a tombstone's key is not UTF-8") from None
+    if not doc_id or len(doc_id) > MAX_ID_CHARS or VERSION_MARK in doc_id:
+        raise BadRecord("bad_key", "a tombstone's key is not a record id")
+    return doc_id
 
 
 def check_tokens(normalized: str, max_tokens: int) -> None:
@@ -107,10 +147,14 @@ class Counts:
     exact: int = 0
     errors: int = 0
     reasons: dict[str, int] = field(default_factory=dict)
+    revisions: int = 0  # decisions on changed content of a known id
+    stale: int = 0  # records older than their id's last version: the stored decision again
+    tombstones: int = 0
     seconds: float = 0.0
 
     def add(self, batch: Prepared, decisions: list[Decision]) -> None:
         self.records += batch.size
+        self.tombstones += len(batch.tombstones)
         for error in batch.errors:
             self.errors += 1
             reason = str(error["reason"])
@@ -125,10 +169,20 @@ class Counts:
     def summary(self) -> str:
         rate = self.records / self.seconds if self.seconds else 0.0
         reasons = ", ".join(f"{k} {v}" for k, v in sorted(self.reasons.items()))
+        refetch = ", ".join(
+            f"{n} {what}"
+            for n, what in (
+                (self.revisions, "revisions"),
+                (self.stale, "stale"),
+                (self.tombstones, "tombstones"),
+            )
+            if n
+        )
         return (
             f"{self.records} records: {self.unique} unique, {self.duplicates} duplicates "
             f"({self.exact} exact copies), {self.errors} errors"
-            f"{' (' + reasons + ')' if reasons else ''}; "
+            f"{' (' + reasons + ')' if reasons else ''}"
+            f"{'; ' + refetch if refetch else ''}; "
             f"{self.seconds:.1f} s, {rate:,.0f} records/s"
         )
 
@@ -160,6 +214,9 @@ class Loop:
     upkeep_every: float = 1.0
     workers: int = 0
     start_method: str = "spawn"  # fork is quicker, but only safe without threads (detect)
+    # A Kafka tombstone: "delete" forgets its id (index delete) and forwards a tombstone
+    # of the same key; "ignore" passes over it.
+    tombstones: str = "delete"
     stopping: bool = False  # set from a signal handler: the loop ends after this batch
     _upkept: float = -float("inf")
 
@@ -171,8 +228,11 @@ class Loop:
             for o in self.observers:
                 o.polled(batch.size)
             if batch.size:
+                before = self.detector.stale, self.detector.revisions
                 decisions = self._one(batch)  # 4 to 7
                 counts.add(batch, decisions)
+                counts.stale += self.detector.stale - before[0]
+                counts.revisions += self.detector.revisions - before[1]
                 for o in self.observers:
                     o.done(batch, decisions, time.perf_counter() - polled)
             if self.stopping:
@@ -184,19 +244,50 @@ class Loop:
         return counts
 
     def _one(self, batch: Prepared) -> list[Decision]:
-        def decide() -> list[Decision]:
-            return self.detector.process(batch.docs, batch.prints) if batch.docs else []
+        deleting = self.tombstones == "delete"
+
+        def decide() -> list[Decision | Tombstone]:
+            """The decisions and the tombstones forwarded, in the batch's order: a record
+            before a tombstone of its id is decided before the delete, one after it
+            afresh."""
+            out: list[Decision | Tombstone] = []
+            start = 0
+            for at, dead, _ in (
+                *(batch.tombstones if deleting else ()),
+                (len(batch.docs), None, None),
+            ):
+                if at > start:
+                    out += self.detector.process(batch.docs[start:at], batch.prints[start:at])
+                if dead is not None:
+                    self.detector.index.delete([dead.id])
+                    out.append(dead)
+                start = at
+            return out
 
         def publish() -> None:
-            for error in batch.errors:
-                self.sink.error(error)
-            self.sink.decisions(decisions)
+            for error, headers in zip(batch.errors, batch.error_headers, strict=True):
+                self.sink.error(error, headers)
+            docs = iter(batch.headers)
+            dead = iter(h for _, _, h in batch.tombstones)
+            run: list[Decision] = []
+            run_headers: list[Headers] = []
+            for item in outputs:
+                if isinstance(item, Tombstone):
+                    if run:
+                        self.sink.decisions(run, run_headers)
+                    run, run_headers = [], []
+                    self.sink.tombstone(item, next(dead))
+                else:
+                    run.append(item)
+                    run_headers.append(next(docs))
+            if run:
+                self.sink.decisions(run, run_headers)
             self.sink.flush()
 
-        decisions = self._step("decide", decide)  # 4
+        outputs = self._step("decide", decide)  # 4
         self._step("publish", publish)  # 5, 6
         self._step("commit", lambda: self.source.commit(batch.position))  # 7
-        return decisions
+        return [d for d in outputs if isinstance(d, Decision)]
 
     def _step(self, step: str, action: Callable[[], T]) -> T:
         return self.retry.call(step, action, on_retry=self._retrying)

@@ -16,8 +16,13 @@ DEFAULT_MAX_BYTES = 4 * 1024 * 1024
 # 3,167, median 372); a record of 200,000 (about 1.2 MB of English) still fingerprints in
 # tens of milliseconds, while 4 MiB of one-letter words would make 2 million.
 DEFAULT_MAX_TOKENS = 200_000
-RawRecord = tuple[bytes, dict[str, object]]  # an input's bytes and where they came from
+# An input's bytes and where they came from (Kafka: topic, partition, offset, key, headers;
+# a file: source, line). A Kafka tombstone is b"" with where["tombstone"] set.
+RawRecord = tuple[bytes, dict[str, object]]
 MAX_ID_CHARS = 512
+# The index names a document's later versions id + VERSION_MARK + revision, so an id may
+# not hold it (a NUL has no business in a URL or a key anyway).
+VERSION_MARK = "\x00"
 # Embedding models give at most a few thousand dimensions; the random hyperplanes of a
 # dimension cost 64 * 8 bytes per dimension (a 4 MiB list of a million zeros: 512 MB).
 MAX_EMBEDDING_DIM = 16_384
@@ -30,6 +35,18 @@ class Document:
     url: str | None = None
     embedding: list[float] | None = None
     meta: dict[str, Any] | None = None
+    # `version` (a number) or `fetched_at` (ISO 8601), as seconds: a record older than the
+    # stored one of its id is stale. None: every record is newer than the last.
+    version: float | None = None
+    origin: dict[str, Any] | None = None  # Kafka: topic, partition, offset (audit fields)
+
+
+@dataclass(frozen=True)
+class Tombstone:
+    """A Kafka record with a key and no value: that id is gone."""
+
+    id: str
+    origin: dict[str, Any] | None = None
 
 
 def parse_document(raw: bytes, max_bytes: int = DEFAULT_MAX_BYTES) -> Document:
@@ -55,6 +72,8 @@ def parse_document(raw: bytes, max_bytes: int = DEFAULT_MAX_BYTES) -> Document:
             f"id must be a non-empty string of at most {MAX_ID_CHARS} "
             f"characters, got {type(doc_id).__name__}",
         )
+    if VERSION_MARK in doc_id:
+        raise BadRecord("bad_id", "id must not contain a NUL character")
     if text is None:
         raise BadRecord("missing_text")
     if not isinstance(text, str):
@@ -71,7 +90,32 @@ def parse_document(raw: bytes, max_bytes: int = DEFAULT_MAX_BYTES) -> Document:
         raise BadRecord("bad_meta", "meta must be an object")
     if embedding is not None:
         embedding = _embedding(embedding)
-    return Document(id=doc_id, text=text, url=url, embedding=embedding, meta=meta)
+    return Document(doc_id, text, url, embedding, meta, _version(body))
+
+
+def _version(body: dict[str, Any]) -> float | None:
+    version, fetched = body.get("version"), body.get("fetched_at")
+    if version is not None:
+        if isinstance(version, bool) or not isinstance(version, int | float):
+            raise BadRecord("bad_version", "version must be a number")
+        try:
+            value = float(version)
+        except OverflowError:
+            value = math.inf
+        if not math.isfinite(value):
+            raise BadRecord("bad_version", "version must be a finite number")
+        return value
+    if fetched is not None:
+        if not isinstance(fetched, str):
+            raise BadRecord("bad_version", "fetched_at must be an ISO 8601 string")
+        try:
+            when = datetime.fromisoformat(fetched)
+        except ValueError:
+            raise BadRecord(
+                "bad_version", f"fetched_at is not ISO 8601: {fetched[:64]!r}"
+            ) from None
+        return (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()
+    return None
 
 
 def _embedding(value: object) -> list[float]:
@@ -91,6 +135,9 @@ def _embedding(value: object) -> list[float]:
     raise BadRecord("bad_embedding", "embedding must be a non-empty list of finite numbers")
 
 
+ORIGIN = ("topic", "partition", "offset")  # where a Kafka record came from
+
+
 @dataclass
 class Decision:
     id: str
@@ -103,13 +150,24 @@ class Decision:
     namespace: str = ""
     detector: str = ""
     decided_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat())
+    # Re-fetches: a changed record of a known id is revision 1, 2...; the fingerprint of
+    # the version it replaced. duplicate_of_revision: the revision of the record it names.
+    revision: int = 0
+    previous_fingerprint: int | None = None
+    duplicate_of_revision: int = 0
+    url: str | None = None  # passed through from the record
+    version: float | None = None  # the record's version (or fetched_at), when it had one
+    origin: dict[str, Any] | None = None  # Kafka topic, partition and offset of the record
+    # Not published: the digest of the content decided on, so that a record of this id
+    # delivered again is told apart from a changed one.
+    digest: str = ""
 
     @property
     def decision(self) -> str:
         return "unique" if self.duplicate_of is None else "duplicate"
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "id": self.id,
             "decision": self.decision,
             "duplicate_of": self.duplicate_of,
@@ -117,17 +175,38 @@ class Decision:
             "similarity": None if self.similarity is None else round(self.similarity, 4),
             "fingerprint": f"{self.fingerprint:016x}",
             "exact": self.exact,
-            "features": self.features,
-            "index": self.namespace,
-            "detector": self.detector,
-            "decided_at": self.decided_at,
         }
+        # The optional fields only when set: a plain record's decision stays as it was.
+        if self.duplicate_of_revision:
+            out["duplicate_of_revision"] = self.duplicate_of_revision
+        if self.revision:
+            out["revision"] = self.revision
+            out["previous_fingerprint"] = (
+                None if self.previous_fingerprint is None else f"{self.previous_fingerprint:016x}"
+            )
+        if self.url is not None:
+            out["url"] = self.url
+        if self.version is not None:
+            out["version"] = self.version
+        if self.origin:
+            out.update({k: self.origin[k] for k in ORIGIN if k in self.origin})
+        out.update(
+            {
+                "features": self.features,
+                "index": self.namespace,
+                "detector": self.detector,
+                "decided_at": self.decided_at,
+            }
+        )
+        return out
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), ensure_ascii=False)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Decision:
+    def from_dict(cls, d: dict[str, Any], digest: str = "") -> Decision:
+        previous = d.get("previous_fingerprint")
+        origin = {k: d[k] for k in ORIGIN if k in d}
         return cls(
             id=d["id"],
             duplicate_of=d["duplicate_of"],
@@ -139,6 +218,13 @@ class Decision:
             namespace=d.get("index", ""),
             detector=d.get("detector", ""),
             decided_at=d.get("decided_at", ""),
+            revision=d.get("revision", 0),
+            previous_fingerprint=None if previous is None else int(previous, 16),
+            duplicate_of_revision=d.get("duplicate_of_revision", 0),
+            url=d.get("url"),
+            version=d.get("version"),
+            origin=origin or None,
+            digest=digest,
         )
 
 

@@ -20,7 +20,9 @@ from .metrics import (
     DECISIONS,
     LAG,
     RECORDS_IN,
+    REFETCHES,
     RETRIES,
+    TOMBSTONES,
     Health,
 )
 from .pipeline import Loop, Prepared
@@ -58,9 +60,12 @@ class _Watch:
 
     def __init__(self, health: Health, loop: Loop) -> None:
         self.health = health
+        self.loop = loop
         self.detector: Detector = loop.detector
         self.source = loop.source
         self.conflicts = self.detector.conflicts
+        self.stale = self.detector.stale
+        self.revisions = self.detector.revisions
 
     def polled(self, records: int) -> None:
         self.health.beat()
@@ -80,4 +85,9 @@ class _Watch:
             DEAD_LETTERS.labels(str(error["reason"])).inc()
         for d in decisions:
             DECISIONS.labels(d.decision).inc()
+        REFETCHES.labels("stale").inc(self.detector.stale - self.stale)
+        self.stale = self.detector.stale
+        REFETCHES.labels("revision").inc(self.detector.revisions - self.revisions)
+        self.revisions = self.detector.revisions
+        TOMBSTONES.labels(self.loop.tombstones).inc(len(batch.tombstones))
         BATCH_SECONDS.observe(seconds)

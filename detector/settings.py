@@ -5,8 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .blocks import BlockScheme
+from .decide import Detector
 from .engine import Engine
 from .features import FeatureConfig, Featurizer, IdfTable
+from .index import Index
 from .options import default
 from .verify import LiteralCheck
 
@@ -31,6 +33,7 @@ class EngineSettings:
     vector_seed: int = default("vector-seed")
     max_bytes: int = default("max-bytes")
     max_tokens: int = default("max-tokens")
+    keep_old_versions: bool = default("keep-old-versions")
     literal_memory: int = default("literal-memory")
 
     def engine(self) -> Engine:
@@ -43,3 +46,17 @@ class EngineSettings:
 
     def literal(self) -> LiteralCheck:
         return LiteralCheck(self.threshold, self.literal_shingle, cache_bytes=self.literal_memory)
+
+    def detector(self, index: Index, bind: bool = True) -> Detector:
+        """A Detector of these settings over an index (bind=False: the caller binds it
+        once its server answers)."""
+        scheme = self.block_scheme()
+        return Detector(
+            self.engine(),
+            index,
+            scheme,
+            self.literal(),
+            self.max_candidates,
+            bind=bind,
+            keep_previous=self.keep_old_versions,
+        )

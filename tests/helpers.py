@@ -123,14 +123,7 @@ def make_detector(index: Index | None = None, **options: Any) -> Detector:
     """A Detector with these engine options (EngineSettings fields) over an index, by
     default a fresh memory index of the options' block scheme."""
     settings = EngineSettings(**options)
-    scheme = settings.block_scheme()
-    return Detector(
-        settings.engine(),
-        MemoryIndex(scheme) if index is None else index,
-        scheme,
-        settings.literal(),
-        settings.max_candidates,
-    )
+    return settings.detector(MemoryIndex(settings.block_scheme()) if index is None else index)
 
 
 def decide_in_batches(index: Index, raw: list[bytes], size: int = 64) -> list[Decision]:
@@ -218,7 +211,7 @@ def edit_words(text: str, count: int, seed: int) -> str:
 
 def stream_from(texts: list[str], rng: random.Random, size: int) -> list[Document]:
     """Originals, and reposts of earlier ones: words edited, an advert inserted, the tail
-    trimmed, spacing changed, or an exact copy; sometimes an id delivered twice."""
+    trimmed, spacing changed, or an exact copy; sometimes a record delivered twice."""
     docs: list[Document] = []
     for i in range(size):
         if docs and rng.random() < 0.45:
@@ -242,6 +235,7 @@ def stream_from(texts: list[str], rng: random.Random, size: int) -> list[Documen
         else:
             text = rng.choice(texts)
         docs.append(Document(f"s{i}", text))
-        if rng.random() < 0.05:
-            docs.append(Document(docs[rng.randrange(len(docs))].id, "redelivered"))
+        if rng.random() < 0.05:  # a redelivery: the same record again
+            again = docs[rng.randrange(len(docs))]
+            docs.append(Document(again.id, again.text))
     return docs

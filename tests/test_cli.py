@@ -214,9 +214,13 @@ def test_repeated_ids_and_order(tmp_path: Path) -> None:
     code, decisions, _ = detect(tmp_path, records, "--batch-size", "2", "--workers", "0")
     assert code == 0
     assert [d["id"] for d in decisions] == ["a", "b", "c", "a", "c"]
-    assert decisions[3] == decisions[0]
-    assert decisions[4] == decisions[2]
+    assert decisions[4] == decisions[2], "redelivered: the same decision"
     assert decisions[2]["duplicate_of"] == "a"
+    # "a" re-fetched with b's text: a revision, decided afresh, an exact copy of b
+    a1 = decisions[3]
+    assert (a1["revision"], a1["previous_fingerprint"]) == (1, decisions[0]["fingerprint"])
+    assert (a1["duplicate_of"], a1["exact"]) == ("b", True)
+    assert "revision" not in decisions[0]
 
 
 def test_options_from_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

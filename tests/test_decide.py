@@ -118,8 +118,7 @@ def test_a_repeated_id_gets_the_identical_decision() -> None:
         Document("b", edit_words(original, 3, seed=1)),
         Document("c", words_text(7)),
         Document("b", edit_words(original, 3, seed=1)),  # redelivered, same batch or not
-        Document("a", original),
-        Document("c", "even with another text, an id decided once keeps its decision"),
+        Document("a", "  ".join(original.split())),  # re-fetched unchanged (spacing aside)
     ]
     for batch_size in (1, 2, 3, len(docs)):
         out = decide(docs, batch_size)
@@ -129,6 +128,48 @@ def test_a_repeated_id_gets_the_identical_decision() -> None:
             by_first.setdefault(d.id, d)
             assert asdict(d) == asdict(by_first[d.id]), "including its timestamp"
         assert by_first["b"].duplicate_of == "a"
+
+
+def test_a_known_id_with_changed_content_is_a_revision_decided_afresh() -> None:
+    """Issue 10: the same id with other content is decided again, without its own earlier
+    version, which leaves the index: a copy of the new text is a duplicate of it, a copy
+    of the old text is not (unless the old versions are kept)."""
+    old, new = words_text(6), words_text(7)
+    for keep in (False, True):
+        for batch_size in (1, 2, 6):
+            docs = [
+                Document("a", old),
+                Document("a", new),  # re-fetched, changed
+                Document("b", new),
+                Document("c", old),
+                Document("a", new),  # redelivered: the revision again
+            ]
+            out = decide(docs, batch_size, keep_old_versions=keep)
+            a0, a1, b, c, again = out
+            assert (a0.revision, a0.duplicate_of) == (0, None)
+            assert (a1.revision, a1.previous_fingerprint, a1.duplicate_of) == (
+                1,
+                a0.fingerprint,
+                None,
+            ), "decided without its own earlier version"
+            assert a1.fingerprint != a0.fingerprint
+            assert (b.duplicate_of, b.duplicate_of_revision, b.exact) == ("a", 1, True)
+            if keep:
+                assert (c.duplicate_of, c.duplicate_of_revision) == ("a", 0)
+            else:
+                assert c.duplicate_of is None, "the old version is gone from the index"
+            assert asdict(again) == asdict(a1)
+
+
+def test_a_stale_record_gets_the_stored_decision_and_changes_nothing() -> None:
+    old, new = words_text(6), words_text(7)
+    detector = make_detector()
+    first = detector.process([Document("a", new, version=20.0)])[0]
+    stale = detector.process([Document("a", old, version=10.0), Document("b", old)])
+    assert asdict(stale[0]) == asdict(first) and detector.stale == 1
+    assert stale[1].duplicate_of is None, "the stale text did not enter the index"
+    newer = detector.process([Document("a", old, version=30.0)])[0]
+    assert (newer.revision, newer.duplicate_of) == (1, "b")
 
 
 def test_redelivery_of_a_whole_batch() -> None:

@@ -15,9 +15,10 @@ from detector.errors import BackendUnavailable, Contention
 from detector.index import Commit, Committed, Found, Query
 from detector.index.memory import MemoryIndex
 from detector.pipeline import Limits, Loop, Prepared, prepare, run
-from detector.records import DEFAULT_MAX_TOKENS, Decision
+from detector.records import DEFAULT_MAX_TOKENS, Decision, Tombstone
 from detector.retry import CONFLICTS, ExponentialBackoff, Retry
 from detector.settings import EngineSettings
+from detector.stream import Headers
 from detector.stream.memory import ListSink, ListSource
 
 from .helpers import (
@@ -34,14 +35,7 @@ NO_WAIT = Retry(ExponentialBackoff(0.0, 0.0), (BackendUnavailable, Contention))
 
 def detector(index: Any = None) -> Detector:
     settings = EngineSettings()
-    scheme = settings.block_scheme()
-    return Detector(
-        settings.engine(),
-        index if index is not None else MemoryIndex(scheme),
-        scheme,
-        settings.literal(),
-        settings.max_candidates,
-    )
+    return settings.detector(index if index is not None else MemoryIndex(settings.block_scheme()))
 
 
 def records(n: int, copies: int = 1) -> list[bytes]:
@@ -67,13 +61,17 @@ class JournalSink(Journal):
         self.published: list[str] = []
         self.pending: list[str] = []
 
-    def decisions(self, decisions: list[Decision]) -> None:
+    def decisions(self, decisions: list[Decision], headers: Sequence[Headers] = ()) -> None:
         self.pending += [d.id for d in decisions]
         self.events.append(("send", len(decisions)))
 
-    def error(self, record: dict[str, object]) -> None:
+    def error(self, record: dict[str, object], headers: Headers = None) -> None:
         self.pending.append(f"error:{record['line']}")
         self.events.append(("send-error", record["reason"]))
+
+    def tombstone(self, dead: Tombstone, headers: Headers = None) -> None:
+        self.pending.append(f"tombstone:{dead.id}")
+        self.events.append(("send-tombstone", dead.id))
 
     def flush(self) -> None:
         if self.failures:

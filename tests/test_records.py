@@ -167,13 +167,59 @@ def test_good_records_parse_with_all_optional_fields() -> None:
 
 
 @given(
-    doc_id=st.text(st.characters(exclude_categories=("Cs",)), min_size=1, max_size=40),
+    doc_id=st.text(
+        st.characters(exclude_categories=("Cs",), exclude_characters="\x00"),
+        min_size=1,
+        max_size=40,
+    ),
     text=st.text(st.characters(exclude_categories=("Cs",)), max_size=200),
 )
 def test_any_string_id_and_text_round_trip(doc_id: str, text: str) -> None:
     raw = json.dumps({"id": doc_id, "text": text}, ensure_ascii=False).encode()
     doc = parse_document(raw)
     assert (doc.id, doc.text) == (doc_id, text)
+
+
+def test_an_id_with_a_nul_is_a_bad_id() -> None:
+    """The index names an id's later versions id NUL revision (index.version_id)."""
+    with pytest.raises(BadRecord) as info:
+        parse_document(json.dumps({"id": "a\x00b", "text": "t"}).encode())
+    assert info.value.reason == "bad_id"
+
+
+@pytest.mark.parametrize(
+    ("fields", "version"),
+    [
+        ({}, None),
+        ({"version": 3}, 3.0),
+        ({"version": 2.5}, 2.5),
+        ({"fetched_at": "2026-12-03T12:00:00+00:00"}, 1796299200.0),
+        ({"fetched_at": "2026-12-03T12:00:00"}, 1796299200.0),  # no zone: UTC
+        ({"version": 7, "fetched_at": "2026-12-03T12:00:00Z"}, 7.0),  # version wins
+    ],
+)
+def test_a_record_may_carry_a_version_or_a_fetch_time(
+    fields: dict[str, object], version: float | None
+) -> None:
+    doc = parse_document(json.dumps({"id": "a", "text": "t", **fields}).encode())
+    assert doc.version == version
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"version": "3"},
+        {"version": True},
+        {"version": 1e400},
+        {"fetched_at": 5},
+        {"fetched_at": "soon"},
+    ],
+)
+def test_a_bad_version_is_a_bad_record(fields: dict[str, object]) -> None:
+    raw = json.dumps({"id": "a", "text": "t", **fields}).encode().replace(b"Infinity", b"1e400")
+    with pytest.raises(BadRecord) as info:
+        parse_document(raw)
+    assert info.value.reason == "bad_version"
 
 
 @given(raw=st.binary(max_size=200))

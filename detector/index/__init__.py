@@ -3,6 +3,13 @@ and past decisions. `memory.MemoryIndex` implements it in process; the Redis ind
 `neardup serve` implements the same interface on a server or a Redis Cluster. The
 pipeline never asks which one it has.
 
+Versions. A record id decided again with changed content (a re-fetch) is a new version of
+it: revision 0 is indexed under the id itself, revision r under `version_id(id, r)`, so
+every version has its own entries, text and cached shingles, and a lookup's candidates
+name versions (`record_of` gives back the id and revision). A revision replaces the
+version before it (`Commit.previous`), or keeps it as a candidate until retention
+(`Commit.keep_previous`).
+
 Both bound the work of a lookup the same way: a block-table bucket contributes only its
 newest `max_bucket` entries (DEFAULT_MAX_BUCKET), so a flood of variants into one bucket
 (a hot bucket) cannot slow every lookup that touches it. An older entry of a hot bucket
@@ -15,16 +22,27 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from ..records import Decision
+from ..records import VERSION_MARK, Decision
 
 DEFAULT_MAX_BUCKET = 1024
+
+
+def version_id(doc_id: str, revision: int) -> str:
+    """The name a version of a record is indexed under."""
+    return doc_id if revision == 0 else f"{doc_id}{VERSION_MARK}{revision}"
+
+
+def record_of(version: str) -> tuple[str, int]:
+    """(record id, revision) of an indexed version's name."""
+    doc_id, _, revision = version.partition(VERSION_MARK)
+    return doc_id, int(revision or 0)
 
 
 @dataclass(frozen=True)
 class Entry:
     """An indexed document: found by its fingerprint in its space, or by its digest."""
 
-    id: str
+    id: str  # the version's name: version_id(record id, revision)
     space: str  # fingerprints of different kinds (text, vectors of a dimension) never meet
     fingerprint: int
     digest: str  # of the normalized token stream: equal digests are exact copies
@@ -40,7 +58,7 @@ class Query:
 
 @dataclass(frozen=True)
 class Candidate:
-    id: str
+    id: str  # a version's name (record_of)
     fingerprint: int
     distance: int
 
@@ -52,6 +70,11 @@ class Commit:
     decision: Decision
     entry: Entry | None
     replay: bool = False  # an earlier decision repeated for a redelivered record: no write
+    # A changed record of a known id: the decision it replaces. The commit goes through
+    # only if that is still the id's decision (else the item meets a conflict); the
+    # version it was made on leaves the index, or stays a candidate with keep_previous.
+    previous: Decision | None = None
+    keep_previous: bool = False
 
 
 @dataclass

@@ -31,6 +31,7 @@ from . import (
     Entry,
     Found,
     Query,
+    version_id,
 )
 from .texts import pack_text, unpack_text
 
@@ -81,7 +82,9 @@ class MemoryIndex:
         self._digests: dict[str, str] = {}
         self._texts: dict[str, bytes | str] = {}
         self._decisions: dict[str, Decision] = {}
-        self._where: dict[str, tuple[_Space, int]] = {}  # id -> its fingerprint's place
+        self._where: dict[str, tuple[_Space, int]] = {}  # version -> its fingerprint's place
+        self._digest_of: dict[str, str] = {}  # version -> the digest that names it
+        self._kept: dict[str, list[str]] = {}  # id -> earlier versions kept as candidates
         self._key_type: type[np.unsignedinteger[Any]] = (
             np.uint32 if max(scheme.key_bits()) <= 32 else np.uint64
         )
@@ -155,7 +158,8 @@ class MemoryIndex:
 
     def insert(self, entries: Sequence[Entry]) -> None:
         for e in entries:
-            self._digests.setdefault(e.digest, e.id)
+            if self._digests.setdefault(e.digest, e.id) == e.id:
+                self._digest_of[e.id] = e.digest
             self._texts[e.id] = pack_text(e.text) if self.compress else e.text
             space = self._spaces.get(e.space)
             if space is None:
@@ -188,43 +192,58 @@ class MemoryIndex:
         space.merged = len(space.fps)
 
     def commit(self, items: Sequence[Commit]) -> Committed:
-        """One process owns this index, so nothing can conflict since the lookup."""
+        """One process owns this index, so nothing changes between a lookup and its
+        commit; the checks are the interface's, for callers that commit without one."""
         stored = {}
         for i, item in enumerate(items):
-            earlier = self._decisions.get(item.decision.id)
-            if earlier is not None:
-                if earlier is not item.decision:
-                    stored[i] = earlier
+            d, expected = item.decision, item.previous
+            earlier = self._decisions.get(d.id)
+            if item.replay:
                 continue
+            if earlier is not expected:  # decided, revised or deleted since the lookup
+                if earlier is not None and (not earlier.digest or earlier.digest == d.digest):
+                    stored[i] = earlier  # on the same content: that decision stands
+                    continue
+                return Committed(i, stored)  # on other content: decide it again
+            if expected is not None:
+                old = version_id(d.id, expected.revision)
+                if item.keep_previous and old in self._where:
+                    self._kept.setdefault(d.id, []).append(old)
+                else:
+                    self._forget(old)
             if item.entry is not None:
                 self.insert([item.entry])
-            self.record([item.decision])
+            self._decisions[d.id] = d
         return Committed(len(items), stored)
 
+    def _forget(self, version: str) -> None:
+        """A version out of the index: no candidate, exact-copy target or text. Its
+        fingerprint stays in the tables (sorted arrays are not worth rewriting for one
+        document) but names it no more."""
+        self._texts.pop(version, None)
+        place = self._where.pop(version, None)
+        if place is not None:
+            space, pos = place
+            space.ids[pos] = [i for i in space.ids[pos] if i != version]
+        digest = self._digest_of.pop(version, None)
+        if digest is not None and self._digests.get(digest) == version:
+            del self._digests[digest]
+
     def delete(self, ids: Sequence[str]) -> list[str]:
-        """The fingerprint stays in the tables (sorted arrays are not worth rewriting for
-        one document) but names the document no more."""
         gone = []
         for doc_id in dict.fromkeys(ids):
-            known = self._decisions.pop(doc_id, None) is not None
-            known |= self._texts.pop(doc_id, None) is not None
-            place = self._where.pop(doc_id, None)
-            if place is not None:
-                space, pos = place
-                space.ids[pos] = [i for i in space.ids[pos] if i != doc_id]
-            if known:
+            earlier = self._decisions.pop(doc_id, None)
+            versions = self._kept.pop(doc_id, [])
+            if earlier is not None:
+                versions.append(version_id(doc_id, earlier.revision))
+            for version in versions:
+                self._forget(version)
+            if earlier is not None:
                 gone.append(doc_id)
-        if gone:
-            dropped = set(gone)
-            self._digests = {d: i for d, i in self._digests.items() if i not in dropped}
         return gone
 
     def decisions(self, ids: Sequence[str]) -> dict[str, Decision]:
         return {i: self._decisions[i] for i in ids if i in self._decisions}
-
-    def record(self, decisions: Sequence[Decision]) -> None:
-        for d in decisions:
-            self._decisions.setdefault(d.id, d)
 
     def stats(self) -> dict[str, int]:
         return {

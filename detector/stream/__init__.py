@@ -9,11 +9,14 @@ which one it has:
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from ..records import Decision, RawRecord
+from ..records import Decision, RawRecord, Tombstone
+
+# A Kafka record's headers, as kafka-python gives them; None for a file's records.
+Headers = list[tuple[str, bytes]] | None
 
 
 @dataclass
@@ -36,10 +39,14 @@ class Source(Protocol):
 
 
 class Sink(Protocol):
-    def decisions(self, decisions: list[Decision]) -> None: ...
+    def decisions(self, decisions: list[Decision], headers: Sequence[Headers] = ()) -> None:
+        """Decisions, each with the headers of its record (when the source has them)."""
 
-    def error(self, record: dict[str, object]) -> None:
+    def error(self, record: dict[str, object], headers: Headers = None) -> None:
         """A dead-letter record: a bad input with its reason and bytes."""
+
+    def tombstone(self, dead: Tombstone, headers: Headers = None) -> None:
+        """A deleted id: a record of that key and no value, for a compacted topic."""
 
     def flush(self) -> None:
         """Return once everything sent is durable (acknowledged, written), else raise."""

@@ -6,13 +6,13 @@ import gzip
 import io
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
 from ..errors import ConfigError
-from ..records import Decision, RawRecord
-from . import Batch, chunks
+from ..records import Decision, RawRecord, Tombstone
+from . import Batch, Headers, chunks
 
 GZIP_MAGIC = b"\x1f\x8b"
 
@@ -99,11 +99,14 @@ class JsonlSink:
         self.out = out
         self.errors = errors
 
-    def decisions(self, decisions: list[Decision]) -> None:
+    def decisions(self, decisions: list[Decision], headers: Sequence[Headers] = ()) -> None:
         self.out.write("".join(d.to_json() + "\n" for d in decisions))
 
-    def error(self, record: dict[str, Any]) -> None:
+    def error(self, record: dict[str, Any], headers: Headers = None) -> None:
         self.errors.write(json.dumps(record) + "\n")
+
+    def tombstone(self, dead: Tombstone, headers: Headers = None) -> None:
+        """A file has no tombstones to forward (its records always have a value)."""
 
     def flush(self) -> None:
         self.out.flush()

@@ -16,7 +16,7 @@ import logging
 import ssl
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -38,9 +38,9 @@ from kafka.structs import OffsetAndMetadata
 
 from ..access import SASL_MECHANISMS, SECURITY_PROTOCOLS, Secret, as_variables
 from ..errors import BackendUnavailable, ConfigError, Fenced, cause
-from ..records import Decision, RawRecord
+from ..records import Decision, RawRecord, Tombstone
 from ..tls import check_tls_files, tls_refusal
-from . import Batch
+from . import Batch, Headers
 
 
 @dataclass(frozen=True)
@@ -359,7 +359,15 @@ class KafkaSource:
         offsets = Offsets()
         for tp, records in polled.items():
             for r in records:
-                where = {"topic": r.topic, "partition": r.partition, "offset": r.offset}
+                where: dict[str, object] = {
+                    "topic": r.topic,
+                    "partition": r.partition,
+                    "offset": r.offset,
+                    "key": r.key,
+                    "headers": list(r.headers) or None,
+                }
+                if r.value is None:  # a tombstone: "this key is gone"
+                    where["tombstone"] = True
                 batch.append((r.value if r.value is not None else b"", where))
                 offsets.first.setdefault(tp, r.offset)
                 offsets.next[tp] = r.offset + 1
@@ -431,18 +439,24 @@ class KafkaSink:
     def _producer(self) -> Any:
         return _connect(KafkaProducer, "producer", **self._options())
 
-    def decisions(self, decisions: list[Decision]) -> None:
-        for d in decisions:
-            self._send(self.output_topic, d.id.encode(), d.to_json().encode())
+    def decisions(self, decisions: list[Decision], headers: Sequence[Headers] = ()) -> None:
+        for d, h in zip(decisions, headers or [None] * len(decisions), strict=True):
+            self._send(self.output_topic, d.id.encode(), d.to_json().encode(), h)
 
-    def error(self, record: dict[str, object]) -> None:
-        self._send(self.dead_letter_topic, None, json.dumps(record).encode())
+    def error(self, record: dict[str, object], headers: Headers = None) -> None:
+        self._send(self.dead_letter_topic, None, json.dumps(record).encode(), headers)
 
-    def _send(self, topic: str, key: bytes | None, value: bytes) -> None:
+    def tombstone(self, dead: Tombstone, headers: Headers = None) -> None:
+        """Forwarded with the same key, so a compacted decisions topic forgets it too."""
+        self._send(self.output_topic, dead.id.encode(), None, headers)
+
+    def _send(
+        self, topic: str, key: bytes | None, value: bytes | None, headers: Headers = None
+    ) -> None:
         try:
             if self.producer is None:  # rebuilt lazily: the broker may still be away
                 self.producer = self._producer()
-            self._sent.append(self.producer.send(topic, key=key, value=value))
+            self._sent.append(self.producer.send(topic, key=key, value=value, headers=headers))
         except KafkaError as exc:
             self._rebuild()
             raise BackendUnavailable(f"Kafka did not take a record: {exc}") from exc
@@ -521,7 +535,7 @@ class TransactionalSink(KafkaSink):
     ) -> None:
         self.transactional_id = transactional_id
         self.observe = observe  # "committed" or "aborted", once per transaction
-        self._batch: list[tuple[str, bytes | None, bytes]] = []
+        self._batch: list[tuple[str, bytes | None, bytes | None, Headers]] = []
         self._open = False
         super().__init__(settings, output_topic, dead_letter_topic)
 
@@ -552,12 +566,14 @@ class TransactionalSink(KafkaSink):
             raise self._refusal(exc, producer) from exc
         return producer
 
-    def _send(self, topic: str, key: bytes | None, value: bytes) -> None:
+    def _send(
+        self, topic: str, key: bytes | None, value: bytes | None, headers: Headers = None
+    ) -> None:
         if not self._open:
             self._begin()
             self._batch = []  # a new batch, or its publish step again after an abort
-        self._batch.append((topic, key, value))
-        super()._send(topic, key, value)
+        self._batch.append((topic, key, value, headers))
+        super()._send(topic, key, value, headers)
 
     def _begin(self) -> None:
         if self.producer is None:

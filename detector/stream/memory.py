@@ -3,11 +3,11 @@ and for programs that embed the detector (as quix-streams ships its ListSink).""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-from ..records import Decision, RawRecord
-from . import Batch, chunks
+from ..records import Decision, RawRecord, Tombstone
+from . import Batch, Headers, chunks
 
 
 class ListSource:
@@ -45,15 +45,21 @@ class ListSink:
     def __init__(self) -> None:
         self.out: list[Decision] = []
         self.errors: list[dict[str, Any]] = []
+        self.tombstones: list[Tombstone] = []
+        self.headers: list[Headers] = []  # of each decision, in order
         self.flushed = 0
         self.flushes = 0
         self.closed = False
 
-    def decisions(self, decisions: list[Decision]) -> None:
+    def decisions(self, decisions: list[Decision], headers: Sequence[Headers] = ()) -> None:
         self.out.extend(decisions)
+        self.headers.extend(headers or [None] * len(decisions))
 
-    def error(self, record: dict[str, Any]) -> None:
+    def error(self, record: dict[str, Any], headers: Headers = None) -> None:
         self.errors.append(record)
+
+    def tombstone(self, dead: Tombstone, headers: Headers = None) -> None:
+        self.tombstones.append(dead)
 
     def flush(self) -> None:
         self.flushed = len(self.out)

@@ -63,6 +63,27 @@ def stack(command: str, timeout: float = 300) -> None:
     assert done.returncode == 0, f"ops/stack.sh {command} failed:\n{done.stderr[-3000:]}"
 
 
+def produce_keyless_tombstone(topic: str, headers: Sequence[tuple[str, bytes]] = ()) -> None:
+    """A record with neither a key nor a value, which kafka-python refuses to send (other
+    clients do send them): Kafka's own console producer, from the stack's jars."""
+    cache = Path(CALLER_ENV.get("NEARDUP_STACK_CACHE") or ROOT / "ops" / ".cache")
+    jars = sorted(cache.glob("kafka-libs-*"))
+    assert jars, f"no Kafka jars under {cache}: `ops/stack.sh up` fetches them"
+    line = ",".join(f"{k}:{v.decode()}" for k, v in headers) + "\tNULL\n"
+    done = subprocess.run(
+        ["java", "-Xmx256m", "-XX:TieredStopAtLevel=1", "-cp", f"{jars[-1]}/*",
+         f"-Dlog4j2.configurationFile={ROOT / 'ops' / 'kafka' / 'log4j2-tools.xml'}",
+         "org.apache.kafka.tools.ConsoleProducer", "--bootstrap-server", BOOTSTRAP,
+         "--topic", topic, "--reader-property", "null.marker=NULL",
+         "--reader-property", f"parse.headers={'true' if headers else 'false'}"],
+        input=line if headers else "NULL\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
 # ------------------------------------------------------------------------- neardup serve
 
 

@@ -34,8 +34,11 @@ class Producer:
         value: bytes | None,
         key: bytes | None = None,
         partition: int | None = None,
+        headers: list[tuple[str, bytes]] | None = None,
     ) -> Any:
-        future = self.producer.send(topic, value=value, key=key, partition=partition)
+        future = self.producer.send(
+            topic, value=value, key=key, partition=partition, headers=headers
+        )
         self.pending.append(future)
         return future
 
@@ -81,6 +84,7 @@ class TopicReader:
         self.consumer.assign(self.partitions)
         self.consumer.seek_to_beginning(*self.partitions)
         self.records: list[dict[str, Any]] = []  # values, parsed, with _partition/_offset
+        self.tombstones: list[dict[str, Any]] = []  # records with no value, in order
 
     def poll(self, timeout_ms: int = 500) -> int:
         try:
@@ -91,9 +95,21 @@ class TopicReader:
         n = 0
         for tp in sorted(polled, key=lambda tp: tp.partition):
             for m in polled[tp]:
+                if m.value is None:  # a tombstone: kept apart, it has no JSON
+                    self.tombstones.append(
+                        {
+                            "_key": m.key,
+                            "_partition": m.partition,
+                            "_offset": m.offset,
+                            "_headers": list(m.headers),
+                        }
+                    )
+                    n += 1
+                    continue
                 value = json.loads(m.value)
                 value["_partition"], value["_offset"] = m.partition, m.offset
                 value["_key"] = m.key
+                value["_headers"] = list(m.headers)
                 self.records.append(value)
                 n += 1
         return n

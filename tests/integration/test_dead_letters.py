@@ -25,7 +25,8 @@ BAD: list[tuple[str, bytes | None, str]] = [
     ("not json", b"this is not JSON {", "invalid_json"),
     ("truncated json", b'{"id": "trunc", "text": "abc', "invalid_json"),
     ("empty value", b"", "invalid_json"),
-    ("tombstone", None, "invalid_json"),  # a null value reaches serve as no bytes at all
+    # Tombstones: test_refetch_serve.py (a keyed one deletes its id; one without a key is a
+    # dead letter, tombstone_without_key, but kafka-python cannot send that)
     ("invalid utf-8", b'{"id": "latin1", "text": "caf\xe9 cr\xe8me"}', "invalid_utf8"),
     ("json array", b'[{"id": "in-array", "text": "x"}]', "not_an_object"),
     ("json string", b'"just a string"', "not_an_object"),
@@ -90,8 +91,7 @@ def test_every_class_of_bad_record_is_dead_lettered_and_the_consumer_goes_on(
         futures = []
         for n, (name, raw, _reason) in enumerate(BAD):
             partition = n % PARTITIONS
-            key = b"tombstone" if raw is None else None  # a null value needs a key
-            future = producer.send(names.input, raw, key=key, partition=partition)
+            future = producer.send(names.input, raw, partition=partition)
             futures.append((name, raw, future))
             producer.send_record(names.input, good[n], partition=partition)
         producer.flush()

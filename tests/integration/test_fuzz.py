@@ -33,7 +33,8 @@ MARK_JSON = json.dumps(MARK)[1:-1].encode()
 
 @st.composite
 def values(draw: st.DrawFn) -> bytes | None:
-    """A record's value: None (a tombstone), bytes, any JSON, or a record-like object."""
+    """A record's value: None (a tombstone, sent with a key), bytes, any JSON, or a
+    record-like object."""
     kind = draw(st.sampled_from(["tombstone", "bytes", "json", "record", "record", "record"]))
     if kind == "tombstone":
         return None
@@ -95,21 +96,29 @@ def test_every_record_gets_one_decision_or_one_dead_letter(
 ) -> None:
     stream.examples += 1
     raws = unique_ids(batch, f"ex{stream.examples}")
+    # a tombstone (a null value) has a key of its own: it deletes that id and is forwarded
+    keys = [
+        f"ex{stream.examples}-{n}-gone".encode() if raw is None else None
+        for n, raw in enumerate(raws)
+    ]
     with Producer() as producer:
-        for n, raw in enumerate(raws):
-            key = b"tombstone" if raw is None else None  # a null value needs a key
+        for n, (raw, key) in enumerate(zip(raws, keys, strict=True)):
             producer.send(names.input, raw, key=key, partition=n % PARTITIONS)
         places = [(m.partition, m.offset) for m in producer.flush()]
-    expected = [stream.accepted_id(raw or b"") for raw in raws]
+    expected = [None if raw is None else stream.accepted_id(raw) for raw in raws]
     wanted_ids = {i for i in expected if i is not None}
-    wanted_places = {p for p, i in zip(places, expected, strict=True) if i is None}
+    wanted_places = {p for p, i, k in zip(places, expected, keys, strict=True) if i is k is None}
+    wanted_tombstones = {k for k in keys if k is not None}
     stream.ids |= wanted_ids
 
     def complete(_: TopicReader) -> bool:
         decisions.poll(timeout_ms=100)
         decided = {d["id"] for d in decisions.records}
         lettered = {(d["partition"], d["offset"]) for d in dead_letters.records}
-        return wanted_ids <= decided and wanted_places <= lettered
+        forwarded = {t["_key"] for t in decisions.tombstones}
+        return (
+            wanted_ids <= decided and wanted_places <= lettered and wanted_tombstones <= forwarded
+        )
 
     done = dead_letters.until(complete, timeout=60, idle=1.0)
     decisions.until(lambda r: True, timeout=2, idle=0.5)  # late extras, to be counted
@@ -124,9 +133,13 @@ def test_every_record_gets_one_decision_or_one_dead_letter(
     for d in dead_letters.records:
         assert d["topic"] == names.input, d
         by_place.setdefault((d["partition"], d["offset"]), []).append(d)
-    for raw, place, doc_id in zip(raws, places, expected, strict=True):
+    forwarded = [t["_key"] for t in decisions.tombstones]
+    for raw, place, doc_id, key in zip(raws, places, expected, keys, strict=True):
         letters = by_place.get(place, [])
-        if doc_id is None:
+        if key is not None:
+            assert not letters, f"a tombstone was dead-lettered: {letters}"
+            assert forwarded.count(key) == 1, f"tombstone {key!r} forwarded {forwarded.count(key)}x"
+        elif doc_id is None:
             assert len(letters) == 1, f"{place}: {len(letters)} dead letters of {raw!r:.300}"
             assert letters[0]["reason"] and isinstance(letters[0]["detail"], str)
             assert base64.b64decode(letters[0]["raw_base64"]) == (raw or b"")[: 256 * 1024]

@@ -115,7 +115,9 @@ class FakeProducer:
         assert not self.open
         self.open, self.pending = True, []
 
-    def send(self, topic: str, key: bytes | None = None, value: bytes = b"") -> Future:
+    def send(
+        self, topic: str, key: bytes | None = None, value: bytes = b"", headers: Any = None
+    ) -> Future:
         self._call("send")
         assert self.open or self.tid is None
         self.pending.append((topic, value))
@@ -178,7 +180,14 @@ class FakeConsumer:
             take = self.broker.input[tp][at : at + max_records - sum(map(len, out.values()))]
             if take:
                 out[tp] = [
-                    SimpleNamespace(topic=tp.topic, partition=tp.partition, offset=at + i, value=v)
+                    SimpleNamespace(
+                        topic=tp.topic,
+                        partition=tp.partition,
+                        offset=at + i,
+                        key=None,
+                        value=v,
+                        headers=[],
+                    )
                     for i, v in enumerate(take)
                 ]
                 self.positions[tp] = at + len(take)

@@ -28,6 +28,7 @@ from .keys import (
     SHARDS,
     Layout,
     digest_hash,
+    header,
     parse_decision,
     text_shard,
 )
@@ -313,7 +314,7 @@ class RedisIndex(Maintenance):
         if not ids:
             return {}
         replies = self._call(self.client.mget, [self.layout.decision(i) for i in ids])
-        return {i: parse_decision(r)[0] for i, r in zip(ids, replies, strict=True) if r}
+        return {i: parse_decision(r).decision for i, r in zip(ids, replies, strict=True) if r}
 
     # ------------------------------------------------------------------ commit
 
@@ -328,55 +329,73 @@ class RedisIndex(Maintenance):
             if e is not None and len(e.space.encode()) > 8:
                 raise ConfigError(f"fingerprint space {e.space!r} is longer than 8 bytes")
         written = self._write_texts(indexing)
+        keep_old = "1" if any(i.keep_previous for i in items) else "0"
         done, upto, reply = len(items), self._mark, None
         for _ in range(COMMIT_ROUNDS):
-            args: list[Any] = [  # ARGV[2..6] of scripts/commit.lua, then 4 per item
+            args: list[Any] = [  # ARGV[2..7] of scripts/commit.lua, then 8 per item
                 upto,
                 done,
                 self.decision_ttl,
                 self.keep,
                 self.granularity,
+                keep_old,
             ]
             for item, e, dh in zip(items[:done], indexing, dhs, strict=False):
+                d = item.decision
                 kind = "r" if item.replay else ("e" if e is not None else "x")
-                body = item.decision.to_json()
-                if e is None:
-                    args += [item.decision.id, kind, body, b""]
-                else:
+                name, entry = d.id, b""
+                if e is not None:
+                    name = e.id
                     entry = (
                         e.fingerprint.to_bytes(8, "little") + dh + e.space.encode().ljust(8, b"\0")
                     )
-                    args += [item.decision.id, kind, f"{e.space} {dh.hex()}\n{body}", entry]
+                head = header(d, e.space if e else None, dh if e else None)
+                prev = item.previous.digest if item.previous is not None else ""
+                args += [d.id, name, kind, head, d.to_json(), entry, prev, d.digest]
             reply = self._eval(lua.COMMIT, *args)
-            if reply[0] != b"stale":
+            if reply[0] == b"moved":
+                done = int(reply[1])
+            elif reply[0] == b"stale":
+                upto = int(reply[1])
+                done = min(done, self._first_conflict(indexing[:done], dhs, reply[2]))
+            else:
                 break
-            upto = int(reply[1])
-            done = min(done, self._first_conflict(indexing[:done], dhs, reply[2]))
             if done == 0:
                 break
         else:
             done = 0
         if reply is None or reply[0] != b"ok" or done == 0:
-            self._drop_texts([items[i].decision.id for i in written])
+            self._drop_texts([indexing[i].id for i in written])  # type: ignore[union-attr]
             return Committed(0, {})
 
         stored: dict[int, Decision] = {}
         applied: list[tuple[int, int, str, bytes]] = []
-        unindexed = []  # ids whose text must not stay: written by us, or an old orphan
+        unindexed = []  # texts that must not stay: written by us, or an old orphan
         for i, (item, outcome) in enumerate(zip(items, reply[1], strict=False)):
+            e = indexing[i]
             if outcome.startswith(b"s"):
-                stored[i] = parse_decision(outcome[1:])[0]
-                if i in written:
-                    unindexed.append(item.decision.id)
+                stored[i] = parse_decision(outcome[1:]).decision
+                if i in written and e is not None:
+                    unindexed.append(e.id)
             elif outcome.startswith(b"n"):
-                e = indexing[i]
                 assert e is not None
                 applied.append((int(outcome[1:]), e.fingerprint, e.space, dhs[i]))
-            elif not item.replay:
+            elif not item.replay and item.previous is None:
                 unindexed.append(item.decision.id)
-        unindexed += [items[i].decision.id for i in written if i >= done]
+        unindexed += [indexing[i].id for i in written if i >= done]  # type: ignore[union-attr]
+        # Versions that revisions replaced leave the shards before the new ones enter (a
+        # revision back to an old content must find its digest field free); one numbered
+        # and replaced in this very commit is not applied at all, only its text goes.
+        gone = [s.current for v in reply[3][:done] if v and (s := parse_decision(v)).current]
+        fresh = {num for num, *_ in applied}
+        self._forget_versions(
+            [v for v in gone if v.num not in fresh], [v.name for v in gone if v.num in fresh]
+        )
+        applied = [a for a in applied if a[0] not in {v.num for v in gone}]
         if applied:
             self._apply(applied, reply[2].decode())
+        elif reply[2]:
+            self._eval(lua.APPLIED, reply[2].decode(), LOG_KEEP)
         self._drop_texts(unindexed)
         return Committed(done, stored)
 

@@ -17,15 +17,23 @@ server the keys are the same.
                               shards, scored by first
     epochs            zset    member seq, score the time of the commit that numbered it: one
                               per window of `granularity` seconds, the window's last commit
-    id:{N>>7}         hash    N & 127 -> id of document number N
-    dec:{ID}          string  the decision JSON; "N SPACE DIGESTHASH\\n" before it when the
-                              document is indexed (what `delete` and `export` need)
+    id:{N>>7}         hash    N & 127 -> the version number N is: its id, or for revision
+                              r >= 1 id NUL r (index.version_id)
+    dec:{ID}          string  a header line, then the decision JSON. The header is "#" and a
+                              JSON object: n, the number of the current version (0: not
+                              indexed); s, its space; dh, its digest hash; fp, its
+                              fingerprint (hex); dg, the digest of the content decided on
+                              (a re-fetch with another one is a revision); v, the record's
+                              version, if it had one; r, the revision; k, the earlier
+                              versions kept as candidates ({n, r, s, dh, fp} each). What
+                              `delete`, `export` and the re-fetch rules need. Written before
+                              re-fetches: "N SPACE DIGESTHASH" (indexed) or no header
     repair:{FIRST}    string  a consumer's claim to apply the pending range FIRST:...
   shard S, nd:{NAME/S}:
     b:{SPACE}:{T}:{KEY}   string  bucket KEY of block table T: 12-byte entries (fingerprint
                                   8 little endian, number 4), oldest first
     dg:{H[:2]}        hash    H[2:] -> number; H is the 16-byte hash of a token-stream digest
-    tx:{ID}           string  LZ4 of the normalized text (literal pass)
+    tx:{VERSION}      string  LZ4 of the normalized text (literal pass), by version name
 
 The Lua scripts (scripts/*.lua) name the coordinator's keys themselves, from its prefix.
 """
@@ -37,13 +45,14 @@ import json
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import xxhash
 
 from ...errors import ConfigError
 from ...hashing import fmix64
-from ...records import Decision
+from ...records import VERSION_MARK, Decision
 
 LAYOUT = "2"
 SHARDS = 64
@@ -134,20 +143,65 @@ class Layout:
 
 
 @dataclass(frozen=True)
-class Stored:
-    """An indexed document as the coordinator knows it, from its decision key."""
+class Version:
+    """An indexed version of a record, as its decision key's header names it."""
 
+    name: str  # version_id(id, revision)
     num: int
     space: str
     digest_hash: bytes
+    fingerprint: int
+
+
+@dataclass(frozen=True)
+class Stored:
+    """What a decision key holds: the decision (with the digest and version it was made
+    on), its current version if indexed, and the earlier versions kept as candidates."""
+
     decision: Decision
+    current: Version | None
+    kept: tuple[Version, ...] = ()
+
+    @property
+    def versions(self) -> tuple[Version, ...]:
+        return (*self.kept, *((self.current,) if self.current else ()))
 
 
-def parse_decision(value: bytes) -> tuple[Decision, Stored | None]:
-    """A decision key's value: the decision, and for an indexed document what it is."""
+def parse_decision(value: bytes) -> Stored:
+    """A decision key's value, in any of the header formats (keys.py docstring)."""
     head, _, body = value.partition(b"\n") if not value.startswith(b"{") else (b"", b"", value)
-    decision = Decision.from_dict(json.loads(body))
+    if head.startswith(b"#"):
+        h = json.loads(head[1:])
+        d = Decision.from_dict(json.loads(body), digest=h.get("dg", ""))
+        d.version = h.get("v")
+        kept = h.get("k") or []
+        return Stored(
+            d,
+            _version(d.id, h) if h.get("n") else None,
+            tuple(_version(d.id, k) for k in kept if isinstance(k, dict)),
+        )
+    d = Decision.from_dict(json.loads(body))
     if not head:
-        return decision, None
+        return Stored(d, None)
     num, space, dh = head.decode().split(" ")
-    return decision, Stored(int(num), space, bytes.fromhex(dh), decision)
+    return Stored(d, Version(d.id, int(num), space, bytes.fromhex(dh), d.fingerprint))
+
+
+def _version(doc_id: str, h: dict[str, Any]) -> Version:
+    revision = int(h.get("r") or 0)
+    name = doc_id if not revision else f"{doc_id}{VERSION_MARK}{revision}"
+    return Version(name, int(h["n"]), h["s"], bytes.fromhex(h["dh"]), int(h["fp"], 16))
+
+
+def header(decision: Decision, entry_space: str | None, dh: bytes | None) -> str:
+    """The header of a decision key (after '{"n":N,', which the COMMIT script writes)."""
+    # no digest (a caller that does not say what content it decided on): dg is left out,
+    # and every later record of the id is taken as a redelivery
+    h: dict[str, object] = {"r": decision.revision}
+    if decision.digest:
+        h["dg"] = decision.digest
+    if entry_space is not None and dh is not None:
+        h.update(s=entry_space, dh=dh.hex(), fp=f"{decision.fingerprint:016x}")
+    if decision.version is not None:
+        h["v"] = decision.version
+    return json.dumps(h, separators=(",", ":"))[1:]

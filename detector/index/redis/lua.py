@@ -6,15 +6,19 @@ from __future__ import annotations
 from importlib.resources import files
 
 
-def _script(name: str) -> str:
-    return (files(__package__) / "scripts" / f"{name}.lua").read_text(encoding="utf-8")
+def _script(name: str, *before: str) -> str:
+    """A script, after the shared parts it names (Redis has no includes)."""
+    return "\n".join(
+        (files(__package__) / "scripts" / f"{part}.lua").read_text(encoding="utf-8")
+        for part in (*before, name)
+    )
 
 
 # the coordinator's (RedisIndex._eval)
 SNAPSHOT = _script("snapshot")
-COMMIT = _script("commit")
+COMMIT = _script("commit", "versions")
 APPLIED = _script("applied")
-DELETE = _script("delete")
+DELETE = _script("delete", "versions")
 # a shard's (one EVAL per shard in a Batch)
 APPLY_SHARD = _script("apply_shard")
 FILTER_BUCKET = _script("filter_bucket")

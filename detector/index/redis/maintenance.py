@@ -13,9 +13,9 @@ from redis.cluster import RedisCluster
 from ...blocks import BlockScheme
 from ...errors import BackendUnavailable, ConfigError
 from ...records import Decision
-from .. import Commit, Committed, Entry
+from .. import Commit, Committed, Entry, record_of
 from . import lua
-from .keys import IDS_PER_HASH, SHARDS, Layout, parse_decision
+from .keys import IDS_PER_HASH, SHARDS, Layout, Version, parse_decision
 
 if TYPE_CHECKING:
     from .cluster import Batch
@@ -46,29 +46,33 @@ class Maintenance:
     # ------------------------------------------------------------------ retention
 
     def delete(self, ids: Sequence[str]) -> list[str]:
-        """Forget documents. The coordinator first (their numbers lose their ids, so no
-        lookup returns them from then on), then the shards give back the memory."""
+        """Forget documents. The coordinator first (the numbers of every version lose
+        their names, so no lookup returns them from then on), then the shards give back
+        the memory."""
         ids = list(dict.fromkeys(ids))
         if not ids:
             return []
         replies = self._eval(lua.DELETE, *ids)
-        gone = [(i, r) for i, r in zip(ids, replies, strict=True) if r]
-        batch = self._batch()
-        for doc_id, value in gone:
-            text = self.layout.text(doc_id)
-            batch.add(text, "DEL", text)
-            stored = parse_decision(value)[1]
-            if stored is None:
-                continue
-            fp = stored.decision.fingerprint
-            for t, key in enumerate(self.scheme.keys([fp])[0]):
-                bucket = self.layout.bucket(stored.space, t, key)
-                batch.add(bucket, "EVAL", lua.FILTER_BUCKET, 1, bucket, stored.num)
-            dh = stored.digest_hash
-            digests = self.layout.digest(dh)
-            batch.add(digests, "EVAL", lua.FORGET_DIGEST, 1, digests, dh[2:], stored.num)
-        self._call(batch.execute)
+        gone = [(i, parse_decision(r)) for i, r in zip(ids, replies, strict=True) if r]
+        # the id's own text too: one written for a commit that never came (a crash)
+        self._forget_versions([v for _, s in gone for v in s.versions], [i for i, _ in gone])
         return [i for i, _ in gone]
+
+    def _forget_versions(self, versions: Sequence[Version], texts: Sequence[str] = ()) -> None:
+        """Versions that lookups no longer find (DELETE, or a revision that replaced
+        them): their bucket entries, digests and texts out of the shards."""
+        batch = self._batch()
+        for name in dict.fromkeys([*texts, *(v.name for v in versions)]):
+            text = self.layout.text(name)
+            batch.add(text, "DEL", text)
+        for v in versions:
+            for t, key in enumerate(self.scheme.keys([v.fingerprint])[0]):
+                bucket = self.layout.bucket(v.space, t, key)
+                batch.add(bucket, "EVAL", lua.FILTER_BUCKET, 1, bucket, v.num)
+            digests = self.layout.digest(v.digest_hash)
+            batch.add(digests, "EVAL", lua.FORGET_DIGEST, 1, digests, v.digest_hash[2:], v.num)
+        if batch.commands:
+            self._call(batch.execute)
 
     def sweep(self, shards: int | None = None) -> int:
         """Give back the memory of documents past the retention horizon; lookups ignore
@@ -129,24 +133,25 @@ class Maintenance:
             ids = [i for n, i in nums if n > cutoff]
             if not ids:
                 continue
-            values = self._call(self.client.mget, [self.layout.decision(i) for i in ids])
+            keys = [self.layout.decision(record_of(name)[0]) for name in ids]
+            values = self._call(self.client.mget, keys)
             texts = self.texts(ids)
-            for doc_id, value in zip(ids, values, strict=True):
-                if not value:
-                    continue
-                decision, stored = parse_decision(value)
-                if stored is None:
-                    continue
-                if doc_id not in texts:  # its text expired: it can no longer be verified
-                    yield {"decision": decision.to_dict()}
-                    continue
-                yield {
-                    "id": doc_id,
-                    "space": stored.space,
-                    "digest_hash": stored.digest_hash.hex(),
-                    "text": texts[doc_id],
-                    "decision": decision.to_dict(),
+            for name, value in zip(ids, values, strict=True):
+                stored = parse_decision(value) if value else None
+                if stored is None or stored.current is None or stored.current.name != name:
+                    continue  # a version kept as a candidate: not exported
+                record: dict[str, Any] = {
+                    "decision": stored.decision.to_dict(),
+                    "digest": stored.decision.digest,
                 }
+                if name in texts:  # else its text expired: it can no longer be verified
+                    record.update(
+                        id=name,
+                        space=stored.current.space,
+                        digest_hash=stored.current.digest_hash.hex(),
+                        text=texts[name],
+                    )
+                yield record
         batch: list[bytes] = []
         for key in self.client.scan_iter(match=self.layout.decision("*"), count=1000):
             batch.append(key)
@@ -159,8 +164,9 @@ class Maintenance:
         if not keys:
             return
         for value in self._call(self.client.mget, keys):
-            if value and value.startswith(b"{"):
-                yield {"decision": parse_decision(value)[0].to_dict()}
+            stored = parse_decision(value) if value else None
+            if stored is not None and stored.current is None:
+                yield {"decision": stored.decision.to_dict(), "digest": stored.decision.digest}
 
     def restore(self, records: Iterable[dict[str, Any]], batch: int = 512) -> int:
         """Write exported records into this (empty) index, numbering the indexed
@@ -181,9 +187,9 @@ class Maintenance:
             return 0
         items, dhs = [], []
         for r in records:
-            d = Decision.from_dict(r["decision"])
+            d = Decision.from_dict(r["decision"], digest=r.get("digest", ""))
             indexed = "text" in r
-            entry = Entry(d.id, r["space"], d.fingerprint, "", r["text"]) if indexed else None
+            entry = Entry(r["id"], r["space"], d.fingerprint, "", r["text"]) if indexed else None
             items.append(Commit(d, entry))
             dhs.append(bytes.fromhex(r["digest_hash"]) if indexed else b"")
         self._mark = int(self._call(self.client.get, self.layout.seq) or 0)

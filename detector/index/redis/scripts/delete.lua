@@ -1,21 +1,23 @@
--- DELETE, on the coordinator: forget documents. Each id's decision goes, and its number
--- loses the id (if it still maps to it), so no lookup returns it from then on; the
--- caller then takes its entries and digest out of the shards.
+-- DELETE, on the coordinator: forget documents. Each id's decision goes, and the numbers
+-- of its versions (the current one and those kept as candidates) lose their names, so
+-- no lookup returns them from then on; the caller then takes their entries, digests and
+-- texts out of the shards.
 -- KEYS[1]  C .. 'seq' (it routes the script to the coordinator's slot)
 -- ARGV[1]  C, the coordinator's prefix nd:{NAME}:
 -- ARGV[2..] the ids
 -- Reply: per id, the value its decision key held ('' for an id the index did not know)
 local C, out = ARGV[1], {}
 for i = 2, #ARGV do
-  local key = C .. 'dec:' .. ARGV[i]
+  local id = ARGV[i]
+  local key = C .. 'dec:' .. id
   local v = redis.call('GET', key)
   out[i - 1] = v or ''
   if v then
     redis.call('DEL', key)
-    local num = tonumber(string.match(v, '^(%d+) '))
-    if num then
-      local ids = C .. 'id:' .. math.floor(num / 128)
-      if redis.call('HGET', ids, num % 128) == ARGV[i] then redis.call('HDEL', ids, num % 128) end
+    local h = header(v)
+    if h.n and h.n > 0 then unmap(C, h.n, name_of(id, h.r)) end
+    if type(h.k) == 'table' then
+      for _, k in ipairs(h.k) do unmap(C, k.n, name_of(id, k.r)) end
     end
   end
 end
