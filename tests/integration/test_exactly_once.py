@@ -32,7 +32,7 @@ from detector.stream.kafka import (
 )
 
 from ..helpers import STREAM_2K, read_jsonl, write_jsonl
-from .admin import committed_offset, create_topics, wait_for_group
+from .admin import admin, committed_offset, create_topics, wait_for_group
 from .endpoints import BOOTSTRAP
 from .invariants import check_invariants
 from .processes import Names, Serve, logs, run_detector
@@ -81,6 +81,20 @@ def committed(names: Names) -> Iterator[tuple[DecisionReader, TopicReader]]:
     dead.close()
 
 
+def settle(group: str, servers: list[Serve]) -> None:
+    """Until the group is at rest with every consumer in it; else fail, saying who is in it
+    (members by client id, which names the process) and what each consumer logged."""
+    try:
+        wait_for_group(group, CONSUMERS)
+    except AssertionError as exc:
+        client = admin()
+        try:
+            described = client.describe_groups([group])
+        finally:
+            client.close()
+        raise AssertionError(f"{exc}: {described}\n{logs(servers)}") from None
+
+
 def feed_with_kills(
     names: Names,
     servers: list[Serve],
@@ -98,10 +112,7 @@ def feed_with_kills(
     with Producer() as producer:
         for n, burst in enumerate(bursts):
             if n < len(victims):
-                try:
-                    wait_for_group(names.group, CONSUMERS)
-                except AssertionError as exc:
-                    raise AssertionError(f"{exc}\n{logs(servers)}") from None
+                settle(names.group, servers)
             for r in burst:
                 if isinstance(r, bytes):
                     producer.send(names.input, r)
