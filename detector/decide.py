@@ -13,6 +13,8 @@ from . import __version__
 from .blocks import BlockScheme
 from .engine import Engine, Print
 from .errors import Contention
+from .extract import Extractor
+from .extract import texts as texts_of
 from .index import Candidate, Commit, Entry, Index, Query, record_of, version_id
 from .records import Decision, Document
 from .retry import CONFLICTS
@@ -36,6 +38,7 @@ class Detector:
         max_candidates: int = 32,
         bind: bool = True,
         keep_previous: bool = False,
+        extractor: Extractor | None = None,
     ) -> None:
         self.engine = engine
         self.index = index
@@ -45,6 +48,8 @@ class Detector:
         # A re-fetch replaces the version before it; keep_previous keeps that one as a
         # candidate until retention (a copy of the old text is then still a duplicate).
         self.keep_previous = keep_previous
+        # HTML pages -> their main content (None: tags stripped, nothing removed)
+        self.extractor = extractor
         self.conflicts = 0  # commits that met another consumer's documents
         self.stale = 0  # records older than their id's last version: answered, not decided
         self.revisions = 0  # records of a known id with changed content: decided afresh
@@ -59,7 +64,7 @@ class Detector:
         is decided again against a fresh lookup, which now sees that document.
         """
         if prints is None:
-            prints = self.engine.fingerprint(docs)
+            prints = self.engine.fingerprint(docs, texts_of(docs, self.extractor))
         out: list[Decision] = []
 
         def attempt() -> None:
@@ -208,6 +213,7 @@ class Detector:
             url=doc.url,
             version=doc.version,
             origin=doc.origin,
+            extraction=doc.extraction,
             digest=p.digest,
         )
 

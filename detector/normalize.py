@@ -58,13 +58,17 @@ NO_SPACE_CHAR = re.compile(f"[{_NO_SPACE_RANGES}]")
 TOKEN = re.compile(f"[{_NO_SPACE_RANGES}]|(?:(?![{_NO_SPACE_RANGES}])\\w)+")
 
 
+def looks_like_html(text: str) -> bool:
+    return "<" in text and _LOOKS_LIKE_HTML.search(text) is not None
+
+
 def strip_markup(text: str) -> str:
     """Remove HTML tags, comments, script/style bodies and decode entities.
 
     Tags go only from pages that look like HTML; in plain text only well-formed entities
     (with their semicolon) are decoded, so `?a=1&copy=2` stays as written.
     """
-    if "<" in text and _LOOKS_LIKE_HTML.search(text):
+    if looks_like_html(text):
         text = _drop_comments(_drop_scripts_and_styles(text))
         return _unescape(_TAG.sub(" ", text))
     if "&" in text:
@@ -159,7 +163,11 @@ def _stream_safe(text: str) -> str:
 
 def normalize(text: str) -> str:
     """Markup removed, NFKC, case folded."""
-    text = strip_markup(text)
+    return fold(strip_markup(text))
+
+
+def fold(text: str) -> str:
+    """NFKC, case folded: a text that has no markup (or whose markup is words)."""
     # Most texts are in NFKC already, and the quick check that says so is linear.
     if not text.isascii() and not unicodedata.is_normalized("NFKC", text):
         text = unicodedata.normalize("NFKC", _stream_safe(text))

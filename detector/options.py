@@ -206,6 +206,29 @@ ENGINE: tuple[Option, ...] = (
     _engine(
         "vector-seed", "int", 0, "seed of the random hyperplanes for records with an embedding"
     ),
+    _engine(
+        "html",
+        "choice",
+        "auto",
+        "text of HTML pages: auto decides a page (a content type in meta, or markup) on its "
+        "main content and plain text as it is; main treats every record as a page; text only "
+        "strips tags",
+        choices=("auto", "main", "text"),
+    ),
+    _engine(
+        "template-urls",
+        "int",
+        3,
+        "an HTML line seen on this many URLs of a host is its site's template (learned "
+        "online, shared through the index)",
+    ),
+    _engine(
+        "content-share",
+        "float",
+        0.9,
+        "the main content is the smallest element holding this share of a page's words that "
+        "are neither links nor template",
+    ),
     _engine("max-bytes", "int", DEFAULT_MAX_BYTES, "largest accepted record in bytes"),
     _engine(
         "max-tokens",

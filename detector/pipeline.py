@@ -33,7 +33,8 @@ from typing import Protocol, TypeVar, cast
 from .decide import Detector
 from .engine import Engine, Print
 from .errors import BadRecord
-from .normalize import normalize
+from .extract import Extractor
+from .extract import texts as texts_of
 from .records import (
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_TOKENS,
@@ -82,32 +83,52 @@ class Prepared:
     tombstones: list[tuple[int, Tombstone, Headers]] = field(default_factory=list)
 
 
-def prepare(engine: Engine, batch: list[RawRecord], limits: Limits = LIMITS) -> Prepared:
-    """Steps 2 and 3: parse, check and fingerprint; a record over a limit is an error."""
+def prepare(
+    engine: Engine,
+    batch: list[RawRecord],
+    limits: Limits = LIMITS,
+    extractor: Extractor | None = None,
+) -> Prepared:
+    """Steps 2 and 3: parse, extract the text of HTML pages, check and fingerprint; a
+    record over a limit is an error. Without an extractor, HTML only loses its tags."""
     out = Prepared(len(batch), [], [], [])
-    texts = []
+    parsed: list[tuple[Document, RawRecord, Headers]] = []
     for raw, where in batch:
         headers = cast(Headers, where.get("headers"))
         origin = {k: where[k] for k in ORIGIN if k in where} or None
         try:
             if where.get("tombstone"):
                 dead = Tombstone(tombstone_id(where.get("key")), origin)
-                out.tombstones.append((len(out.docs), dead, headers))
+                out.tombstones.append((len(parsed), dead, headers))
                 continue
             doc = parse_document(raw, limits.max_bytes)
-            text = normalize(doc.text)
-            check_tokens(text, limits.max_tokens)
         except BadRecord as bad:
-            told = {k: v for k, v in where.items() if k not in NOT_TOLD}
-            out.errors.append(error_record(bad.reason, bad.detail, raw, **told))
-            out.error_headers.append(headers)
+            _fail(out, bad, raw, where, headers)
         else:
             doc.origin = origin
+            parsed.append((doc, (raw, where), headers))
+    texts = []
+    before = [0]  # before[j]: the docs kept of parsed[:j]
+    all_texts = texts_of([d for d, _, _ in parsed], extractor)
+    for (doc, (raw, where), headers), text in zip(parsed, all_texts, strict=True):
+        try:
+            check_tokens(text, limits.max_tokens)
+        except BadRecord as bad:
+            _fail(out, bad, raw, where, headers)
+        else:
             out.docs.append(doc)
             out.headers.append(headers)
             texts.append(text)
+        before.append(len(out.docs))
+    out.tombstones = [(before[n], t, h) for n, t, h in out.tombstones]
     out.prints = engine.fingerprint(out.docs, texts)
     return out
+
+
+def _fail(out: Prepared, bad: BadRecord, raw: bytes, where: dict[str, object], h: Headers) -> None:
+    told = {k: v for k, v in where.items() if k not in NOT_TOLD}
+    out.errors.append(error_record(bad.reason, bad.detail, raw, **told))
+    out.error_headers.append(h)
 
 
 # What a source tells of a record that is not for its dead letter's JSON: the headers go
@@ -297,14 +318,16 @@ class Loop:
             o.retrying(step, exc, wait)
 
     def _prepared(self) -> Iterator[Prepared]:
-        engine, limits = self.detector.engine, self.limits
+        engine, limits, extractor = self.detector.engine, self.limits, self.detector.extractor
         batches = self.source.batches()
         if self.workers <= 0:
             for b in batches:
-                yield _prepare_batch(engine, b, limits)
+                yield _prepare_batch(engine, b, limits, extractor)
             return
+        # Each worker learns its own copy of the template model from the batches it gets.
         context = multiprocessing.get_context(self.start_method)
-        with ProcessPoolExecutor(self.workers, context, _start_worker, (engine,)) as pool:
+        start = (engine, extractor)
+        with ProcessPoolExecutor(self.workers, context, _start_worker, start) as pool:
             pending: deque[Future[Prepared]] = deque()
             for b in batches:
                 pending.append(pool.submit(_prepare_in_worker, b, limits))
@@ -314,23 +337,25 @@ class Loop:
                 yield pending.popleft().result()
 
 
-def _prepare_batch(engine: Engine, batch: Batch, limits: Limits) -> Prepared:
-    prepared = prepare(engine, batch.records, limits)
+def _prepare_batch(
+    engine: Engine, batch: Batch, limits: Limits, extractor: Extractor | None
+) -> Prepared:
+    prepared = prepare(engine, batch.records, limits, extractor)
     prepared.position = batch.position
     return prepared
 
 
-_worker_engine: Engine | None = None
+_worker: tuple[Engine, Extractor | None] | None = None
 
 
-def _start_worker(engine: Engine) -> None:
-    global _worker_engine
-    _worker_engine = engine
+def _start_worker(engine: Engine, extractor: Extractor | None) -> None:
+    global _worker
+    _worker = engine, extractor
 
 
 def _prepare_in_worker(batch: Batch, limits: Limits) -> Prepared:
-    assert _worker_engine is not None
-    return _prepare_batch(_worker_engine, batch, limits)
+    assert _worker is not None
+    return _prepare_batch(_worker[0], batch, limits, _worker[1])
 
 
 def run(

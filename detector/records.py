@@ -39,6 +39,7 @@ class Document:
     # stored one of its id is stale. None: every record is newer than the last.
     version: float | None = None
     origin: dict[str, Any] | None = None  # Kafka: topic, partition, offset (audit fields)
+    extraction: str | None = None  # how an HTML page's text was had (detector.extract)
 
 
 @dataclass(frozen=True)
@@ -158,6 +159,7 @@ class Decision:
     url: str | None = None  # passed through from the record
     version: float | None = None  # the record's version (or fetched_at), when it had one
     origin: dict[str, Any] | None = None  # Kafka topic, partition and offset of the record
+    extraction: str | None = None  # an HTML page's: main, body or stripped[:reason]
     # Not published: the digest of the content decided on, so that a record of this id
     # delivered again is told apart from a changed one.
     digest: str = ""
@@ -190,6 +192,8 @@ class Decision:
             out["version"] = self.version
         if self.origin:
             out.update({k: self.origin[k] for k in ORIGIN if k in self.origin})
+        if self.extraction is not None:
+            out["extraction"] = self.extraction
         out.update(
             {
                 "features": self.features,
@@ -224,6 +228,7 @@ class Decision:
             url=d.get("url"),
             version=d.get("version"),
             origin=origin or None,
+            extraction=d.get("extraction"),
             digest=digest,
         )
 

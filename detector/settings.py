@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 from .blocks import BlockScheme
 from .decide import Detector
 from .engine import Engine
+from .errors import ConfigError
+from .extract import Extractor, Mode
 from .features import FeatureConfig, Featurizer, IdfTable
 from .index import Index
 from .options import default
@@ -31,6 +34,9 @@ class EngineSettings:
     literal_shingle: int = default("literal-shingle")
     max_candidates: int = default("max-candidates")
     vector_seed: int = default("vector-seed")
+    html: str = default("html")
+    template_urls: int = default("template-urls")
+    content_share: float = default("content-share")
     max_bytes: int = default("max-bytes")
     max_tokens: int = default("max-tokens")
     keep_old_versions: bool = default("keep-old-versions")
@@ -59,4 +65,11 @@ class EngineSettings:
             self.max_candidates,
             bind=bind,
             keep_previous=self.keep_old_versions,
+            extractor=self.extractor(index),
         )
+
+    def extractor(self, index: Index) -> Extractor:
+        if self.template_urls < 1 or not 0 < self.content_share <= 1:
+            raise ConfigError("template-urls must be >= 1 and content-share in (0, 1]")
+        mode = cast(Mode, self.html)
+        return Extractor(mode, index.templates(self.template_urls), self.content_share)

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ..records import VERSION_MARK, Decision
+from ..templates import Templates
 
 DEFAULT_MAX_BUCKET = 1024
 
@@ -120,3 +121,7 @@ class Index(Protocol):
         that were known."""
 
     def stats(self) -> dict[str, int]: ...
+
+    def templates(self, threshold: int) -> Templates:
+        """The model of each site's template (detector.templates), shared by every
+        consumer of the index."""

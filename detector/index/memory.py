@@ -23,6 +23,7 @@ import numpy as np
 from ..blocks import BlockScheme
 from ..errors import ConfigError
 from ..records import Decision
+from ..templates import MemoryTemplates
 from . import (
     DEFAULT_MAX_BUCKET,
     Candidate,
@@ -78,6 +79,7 @@ class MemoryIndex:
         self.compress = compress
         self.max_bucket = max_bucket
         self.version: str | None = None
+        self._templates: MemoryTemplates | None = None
         self._spaces: dict[str, _Space] = {}
         self._digests: dict[str, str] = {}
         self._texts: dict[str, bytes | str] = {}
@@ -88,6 +90,12 @@ class MemoryIndex:
         self._key_type: type[np.unsignedinteger[Any]] = (
             np.uint32 if max(scheme.key_bits()) <= 32 else np.uint64
         )
+
+    def templates(self, threshold: int) -> MemoryTemplates:
+        """The site-template model of this index's HTML pages (one per threshold)."""
+        if self._templates is None or self._templates.threshold != threshold:
+            self._templates = MemoryTemplates(threshold)
+        return self._templates
 
     def bind(self, version: str) -> None:
         if self.version not in (None, version):

@@ -33,6 +33,7 @@ from .keys import (
     text_shard,
 )
 from .maintenance import Maintenance
+from .templates import RedisTemplates
 
 LOG_KEEP = 65_536  # log entries kept below the applied mark, for slow consumers' checks
 REPAIR_AFTER = 30.0  # seconds a committed range may stay unapplied before others apply it
@@ -143,6 +144,10 @@ class RedisIndex(Maintenance):
         EVAL rather than EVALSHA: Redis caches the compiled script either way, and EVAL
         needs no reload after a restart or a failover."""
         return self._call(self.client.eval, script, 1, self.layout.seq, self.prefix, *args)
+
+    def templates(self, threshold: int) -> RedisTemplates:
+        """The site-template model in this index's shards, shared by its consumers."""
+        return RedisTemplates(self, threshold)
 
     # ------------------------------------------------------------------ binding
 

@@ -34,6 +34,9 @@ server the keys are the same.
                                   8 little endian, number 4), oldest first
     dg:{H[:2]}        hash    H[2:] -> number; H is the 16-byte hash of a token-stream digest
     tx:{VERSION}      string  LZ4 of the normalized text (literal pass), by version name
+    tp:{HOST}         string  a bitmap of (URL, line) pairs counted (templates.pair_bit) and
+    tc:{HOST}         hash    line key (8 bytes) -> URLs it was counted on: the site-template
+                              model of HOST (xxh3 hex of the host name); index.redis.templates
 
 The Lua scripts (scripts/*.lua) name the coordinator's keys themselves, from its prefix.
 """
@@ -137,6 +140,12 @@ class Layout:
     def digest(self, dh: bytes) -> str:
         """The hash of a digest's field: one of 65,536, by its first two bytes."""
         return f"{self.shard_prefix(dh[0] % SHARDS)}dg:{dh[:2].hex()}"
+
+    def template(self, host: str) -> tuple[str, str]:
+        """A host's template model: its pair bitmap and its line counts, in one shard."""
+        h = xxhash.xxh3_64_hexdigest(host.encode("utf-8", "surrogatepass"))
+        at = self.shard_prefix(int(h, 16) % SHARDS)
+        return f"{at}tp:{h}", f"{at}tc:{h}"
 
     def text(self, doc_id: str) -> str:
         return f"{self.shard_prefix(text_shard(doc_id))}tx:{doc_id}"

@@ -1,0 +1,327 @@
+"""HTML pages -> the text a decision is made on: the page's main content, not its template.
+
+A crawled page is its site's template (header, navigation, sidebar, footer) around the
+page's own content. Different pages of one site share the template, and a page syndicated
+elsewhere sits in another site's template, so fingerprints of whole pages say "same site",
+not "same content". The content is located, not filtered: the page is cut into lines at
+block elements, each line weighs its words that are neither link text nor template, and
+the content is the smallest container element (div, main, article, section, td...) that
+holds `share` of the page's weight. Its text is kept whole, so a line that also recurs on
+other pages (an inherited member list, a licence paragraph quoted in an article) stays in
+the content of every fetch of the page: what is kept never depends on what the model has
+learned, only where the container is.
+
+Template lines are learned online per host (detector.templates): a line (digits masked,
+case folded) seen on `template_urls` distinct URLs of the host is template. Link text
+(`<a href>` other than a same-page anchor) and short date-stamped lines ("Page generated
+2025-11-29 17:18:08 UTC", which change on every fetch) weigh nothing either. Until the
+model knows a host, its pages weigh their non-link words; if nothing weighs anything, the
+whole body is kept.
+
+A page that cannot be parsed within the bounds below falls back to the stripped text
+(`normalize.strip_markup`), and the decision says so.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+import xxhash
+
+from .normalize import fold, looks_like_html, normalize, strip_markup
+from .records import Document
+from .templates import Templates
+
+Mode = Literal["auto", "main", "text"]
+MODES: tuple[Mode, ...] = ("auto", "main", "text")
+
+# The `extraction` a decision names: the located content, the whole body (nothing
+# weighed anything), or the stripped page after a failure or over a bound.
+MAIN, BODY, STRIPPED = "main", "body", "stripped"
+
+DEFAULT_SHARE = 0.9
+DEFAULT_TEMPLATE_URLS = 3
+# Bounds on one page: beyond them the stripped text is used, and the walk below (pure
+# Python, linear in the elements) never sees the page. libxml2 itself stops nesting at
+# 256 levels, so a page of nested tables is a wide tree, not a deep one.
+MAX_HTML_BYTES = 4 * 1024 * 1024
+MAX_ELEMENTS = 100_000
+
+
+def _names(names: str) -> frozenset[str]:
+    return frozenset(names.split())
+
+
+_BLOCK = _names(
+    "address article aside blockquote body br caption dd details dialog div dl dt fieldset "
+    "figcaption figure footer form h1 h2 h3 h4 h5 h6 header hgroup hr li main nav ol p pre "
+    "section summary table tbody td tfoot th thead tr ul"
+)
+_CONTAINER = _names("article aside blockquote body dd details div li main section td")
+_SKIPPED = _names("button head math noscript script select style svg template")
+_WORD = re.compile(r"\w+")
+_DIGITS = re.compile(r"\d+")
+# A fetch's own stamp: an ISO date or a clock time, on a line of a few words.
+_STAMP = re.compile(r"\b\d{4}-\d{2}-\d{2}|\b\d{1,2}:\d{2}")
+_STAMP_WORDS = 10
+
+
+@dataclass
+class Line:
+    text: str
+    words: int
+    link_words: int
+    key: int  # xxh3 of the casefolded text with digits masked: the template model's key
+
+
+@dataclass
+class Page:
+    """A parsed page: its lines and the line range of each container element."""
+
+    lines: list[Line]
+    containers: list[tuple[int, int]]  # [start, end) line ranges
+
+    def keys(self) -> list[int]:
+        return sorted({line.key for line in self.lines})
+
+
+@dataclass
+class Extracted:
+    text: str
+    extraction: str  # MAIN, BODY or STRIPPED (+ ":" reason)
+    removed: list[str] = field(default_factory=list)  # lines outside the content
+    template: list[str] = field(default_factory=list)  # lines the model calls template
+
+
+def is_html(text: str, meta: dict[str, Any] | None) -> bool:
+    """A page: a content type in meta says so, or the text has a document's own tags
+    (<!DOCTYPE html>, <html>, <head> or <body>). Plain text that only mentions a tag (a man
+    page about <a> elements) is not one, and keeps its decisions."""
+    if meta:
+        for name in CONTENT_TYPE_KEYS:
+            value = meta.get(name)
+            if isinstance(value, str):
+                return "html" in value.lower()
+    return looks_like_html(text) and _PAGE.search(text) is not None
+
+
+CONTENT_TYPE_KEYS = ("content_type", "content-type", "contentType", "mime_type")
+_PAGE = re.compile(r"<(?:!doctype\s+html|html|head|body)\b", re.IGNORECASE)
+
+
+def host_of(url: str | None) -> str:
+    if not url:
+        return ""
+    try:
+        return (urlsplit(url).hostname or "").lower()
+    except ValueError:  # e.g. an invalid IPv6 literal
+        return ""
+
+
+def url_key(url: str) -> int:
+    return xxhash.xxh3_64_intdigest(url.encode("utf-8", "surrogatepass"))
+
+
+def parse(html: str) -> Page | str:
+    """The page's lines and containers, or the reason it cannot be had."""
+    if len(html) > MAX_HTML_BYTES:
+        return "too_large"
+    import lxml.etree as etree
+    import lxml.html
+
+    try:
+        root = lxml.html.document_fromstring(
+            html.encode("utf-8", "surrogatepass"), parser=_parser()
+        )
+    except (etree.ParserError, ValueError):
+        return "unparsable"
+    body = root.find("body")
+    if body is None:
+        body = root
+    return _walk(body, etree)
+
+
+_PARSER: Any = None
+
+
+def _parser() -> Any:
+    global _PARSER
+    if _PARSER is None:
+        import lxml.html
+
+        # no_network: a page's DTD or entities never make the parser fetch anything.
+        _PARSER = lxml.html.HTMLParser(encoding="utf-8", no_network=True, remove_comments=True)
+    return _PARSER
+
+
+def _walk(body: Any, etree: Any) -> Page | str:
+    lines: list[Line] = []
+    containers: list[tuple[int, int]] = []
+    chunks: list[str] = []
+    link_words = 0
+    starts: list[int] = []
+    links: list[bool] = []  # per open element: is it a counted link
+    in_link = skipped = elements = 0
+
+    def flush() -> None:
+        nonlocal link_words
+        if chunks:
+            text = " ".join("".join(chunks).split())
+            if text:
+                words = len(_WORD.findall(text))
+                key = xxhash.xxh3_64_intdigest(
+                    _DIGITS.sub("#", text.casefold()).encode("utf-8", "surrogatepass")
+                )
+                lines.append(Line(text, words, min(link_words, words), key))
+            chunks.clear()
+        link_words = 0
+
+    def add(text: str | None) -> None:
+        nonlocal link_words
+        if text:
+            chunks.append(text)
+            if in_link:
+                link_words += len(_WORD.findall(text))
+
+    for event, el in etree.iterwalk(body, events=("start", "end")):
+        tag = el.tag if isinstance(el.tag, str) else ""
+        if event == "start":
+            elements += 1
+            if elements > MAX_ELEMENTS:
+                return "too_many_elements"
+            if skipped or tag in _SKIPPED:
+                skipped += tag in _SKIPPED
+                continue
+            if tag in _BLOCK:
+                flush()
+            href = el.get("href") if tag == "a" else None
+            counted = href is not None and not (href.startswith("#") and len(href) > 1)
+            in_link += counted
+            links.append(counted)
+            starts.append(len(lines))
+            add(el.text)
+        else:
+            if tag in _SKIPPED:
+                skipped -= 1
+                if not skipped:
+                    add(el.tail)
+                continue
+            if skipped:
+                continue
+            if tag in _BLOCK:
+                flush()
+            start = starts.pop()
+            in_link -= links.pop()
+            if tag in _CONTAINER:
+                containers.append((start, len(lines)))
+            add(el.tail)
+    flush()
+    return Page(lines, containers)
+
+
+def weights(page: Page, template: set[int]) -> list[int]:
+    """Each line's weight: its words that are neither link text nor template."""
+    out = []
+    for line in page.lines:
+        noise = (
+            line.key in template
+            or 2 * line.link_words >= line.words
+            or (line.words <= _STAMP_WORDS and _STAMP.search(line.text) is not None)
+        )
+        out.append(0 if noise else line.words - line.link_words)
+    return out
+
+
+def locate(page: Page, template: set[int], share: float = DEFAULT_SHARE) -> tuple[int, int]:
+    """The smallest container holding `share` of the page's weight; (0, 0) if nothing
+    weighs anything even without the template model."""
+    w = weights(page, template)
+    if not any(w):
+        w = weights(page, set())
+    total = sum(w)
+    if not total:
+        return 0, 0
+    prefix = [0]
+    for x in w:
+        prefix.append(prefix[-1] + x)
+    best = (0, len(page.lines))
+    for start, end in page.containers:
+        if prefix[end] - prefix[start] >= share * total and end - start < best[1] - best[0]:
+            best = (start, end)
+    return best
+
+
+def main_content(page: Page, template: set[int], share: float = DEFAULT_SHARE) -> Extracted:
+    start, end = locate(page, template, share)
+    lines = page.lines
+    if end == 0:
+        kept, extraction = lines, BODY
+    else:
+        kept, extraction = lines[start:end], MAIN
+    return Extracted(
+        "\n".join(line.text for line in kept),
+        extraction,
+        removed=[line.text for line in lines[:start] + lines[end:]] if end else [],
+        template=[line.text for line in lines if line.key in template],
+    )
+
+
+def stripped(text: str, reason: str | None = None) -> Extracted:
+    return Extracted(strip_markup(text), STRIPPED if reason is None else f"{STRIPPED}:{reason}")
+
+
+class Extractor:
+    """The text of each document of a batch: None for plain text (normalized as it is),
+    else what an HTML page is decided on. One template lookup and one lesson per batch:
+    the pages of a batch do not see each other's lines."""
+
+    def __init__(self, mode: Mode, templates: Templates, share: float = DEFAULT_SHARE) -> None:
+        if mode not in MODES:
+            raise ValueError(f"html mode must be one of {', '.join(MODES)}")
+        self.mode = mode
+        self.templates = templates
+        self.share = share
+
+    def batch(self, docs: Sequence[Document]) -> list[Extracted | None]:
+        out: list[Extracted | None] = [None] * len(docs)
+        if self.mode == "text":
+            return out
+        pages: list[tuple[int, Page]] = []
+        for i, doc in enumerate(docs):
+            if self.mode == "auto" and not is_html(doc.text, doc.meta):
+                continue
+            page = parse(doc.text)
+            if isinstance(page, str):
+                out[i] = stripped(doc.text, page)
+            else:
+                pages.append((i, page))
+        if not pages:
+            return out
+        lessons = [
+            (host_of(docs[i].url), url_key(docs[i].url or docs[i].id), page.keys())
+            for i, page in pages
+        ]
+        known = self.templates.template(lessons)
+        for (i, page), template in zip(pages, known, strict=True):
+            out[i] = main_content(page, template, self.share)
+        self.templates.learn(lessons)
+        return out
+
+
+def texts(docs: Sequence[Document], extractor: Extractor | None) -> list[str]:
+    """The normalized text each document is decided on (one definition: the fingerprint,
+    the exact-copy digest, the literal pass and the stored text all take it). Sets each
+    HTML page's `extraction`."""
+    got = extractor.batch(docs) if extractor is not None else [None] * len(docs)
+    out = []
+    for doc, extracted in zip(docs, got, strict=True):
+        if extracted is None:
+            out.append(normalize(doc.text))
+        else:
+            doc.extraction = extracted.extraction
+            out.append(fold(extracted.text))
+    return out
