@@ -282,6 +282,36 @@ def _fit_idf(args: argparse.Namespace) -> int:
     return 0
 
 
+def _extract(args: argparse.Namespace) -> int:
+    from .errors import BadRecord
+    from .index.memory import MemoryIndex
+    from .records import parse_document
+    from .stream.files import FileSource
+
+    settings = _settings(args)
+    extractor = settings.extractor(MemoryIndex(settings.block_scheme()))
+    wanted = set(args.id.split(",")) if args.id else None
+    source = FileSource(args.input, args.batch_size)
+    try:
+        for batch in source.batches():
+            docs = []
+            for raw, _ in batch.records:
+                try:
+                    docs.append(parse_document(raw, settings.max_bytes))
+                except BadRecord:
+                    continue  # detect makes it an error record; nothing to show here
+            for doc, got in zip(docs, extractor.batch(docs), strict=True):
+                if got is None or (wanted is not None and doc.id not in wanted):
+                    continue
+                shown: dict[str, object] = {"id": doc.id, "url": doc.url}
+                shown |= {"extraction": got.extraction, "text": got.text}
+                shown |= {"removed": got.removed, "template": got.template}
+                print(json.dumps(shown, ensure_ascii=False))
+    finally:
+        source.close()
+    return 0
+
+
 def _eval(args: argparse.Namespace) -> int:
     from .evaluate import evaluate, load_jsonl, plot_report
 
@@ -559,6 +589,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "detect": _detect,
     "fit-idf": _fit_idf,
     "eval": _eval,
+    "extract": _extract,
     "serve": _serve,
     "produce": _produce,
     "index": _index,

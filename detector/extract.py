@@ -142,7 +142,14 @@ def parse(html: str) -> Page | str:
     body = root.find("body")
     if body is None:
         body = root
-    return _walk(body, etree)
+    page = _walk(body, etree)
+    # libxml2 stops reading at 256 levels of nesting: a page that lost its words there is
+    # not one to cut (the head's title and the skipped elements make up the rest).
+    if isinstance(page, Page) and 2 * sum(line.words for line in page.lines) < len(
+        _WORD.findall(strip_markup(html))
+    ):
+        return "truncated"
+    return page
 
 
 _PARSER: Any = None
@@ -276,8 +283,9 @@ def stripped(text: str, reason: str | None = None) -> Extracted:
 
 class Extractor:
     """The text of each document of a batch: None for plain text (normalized as it is),
-    else what an HTML page is decided on. One template lookup and one lesson per batch:
-    the pages of a batch do not see each other's lines."""
+    else what an HTML page is decided on. The template model is asked, then taught, once
+    per LESSON pages: the pages of one lesson do not see each other's lines, and a batch
+    of 512 pages of a new site would otherwise all be cut without a model."""
 
     def __init__(self, mode: Mode, templates: Templates, share: float = DEFAULT_SHARE) -> None:
         if mode not in MODES:
@@ -299,17 +307,20 @@ class Extractor:
                 out[i] = stripped(doc.text, page)
             else:
                 pages.append((i, page))
-        if not pages:
-            return out
-        lessons = [
-            (host_of(docs[i].url), url_key(docs[i].url or docs[i].id), page.keys())
-            for i, page in pages
-        ]
-        known = self.templates.template(lessons)
-        for (i, page), template in zip(pages, known, strict=True):
-            out[i] = main_content(page, template, self.share)
-        self.templates.learn(lessons)
+        for at in range(0, len(pages), LESSON):
+            part = pages[at : at + LESSON]
+            lessons = [
+                (host_of(docs[i].url), url_key(docs[i].url or docs[i].id), page.keys())
+                for i, page in part
+            ]
+            known = self.templates.template(lessons)
+            for (i, page), template in zip(part, known, strict=True):
+                out[i] = main_content(page, template, self.share)
+            self.templates.learn(lessons)
         return out
+
+
+LESSON = 16
 
 
 def texts(docs: Sequence[Document], extractor: Extractor | None) -> list[str]:

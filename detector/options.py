@@ -45,7 +45,7 @@ IGNORED_PREFIX = "NEARDUP_STACK_"  # ops/stack.sh and the test tools: never read
 INDEX_ACTIONS = ("index stats", "index export", "index import", "index delete", "index sweep")
 KAFKA_COMMANDS = ("serve", "produce", "tail", "bench")
 REDIS_COMMANDS = ("serve", "bench", *INDEX_ACTIONS)
-ENGINE_COMMANDS = ("detect", "serve")
+ENGINE_COMMANDS = ("detect", "serve", "extract")
 
 EXPECTED: dict[str, str] = {
     "int": "a whole number",
@@ -397,6 +397,7 @@ OWN: tuple[Option, ...] = (
         "JSONL or JSONL.gz file; - for stdin",
         "detect",
         "produce",
+        "extract",
         positional=True,
         nargs="?",
     ),
@@ -409,7 +410,7 @@ OWN: tuple[Option, ...] = (
         aliases=("-o",),
     ),
     _cli("errors", "str", None, "error records file; default stderr", "detect"),
-    Option("batch-size", "int", 512, "records fingerprinted together", ("detect",)),
+    Option("batch-size", "int", 512, "records fingerprinted together", ("detect", "extract")),
     Option(
         "index",
         "str",
@@ -447,6 +448,15 @@ OWN: tuple[Option, ...] = (
         required=True,
     ),
     _cli("min-df", "int", 2, "drop tokens seen in fewer documents", "fit-idf"),
+    # extract
+    _cli(
+        "id",
+        "str",
+        None,
+        "show only the records of these ids (comma-separated); the model still learns "
+        "from every page before them",
+        "extract",
+    ),
     # eval
     _cli(
         "decisions", "str", None, "decisions JSONL (from neardup detect)", "eval", positional=True
@@ -662,6 +672,14 @@ COMMANDS: tuple[Command, ...] = (
         'Read {"id", "text"} records (JSONL, optionally gzip) and write one decision per '
         "record, in input order: `duplicate_of` always names an earlier record. Bad lines "
         "become error records.",
+    ),
+    Command(
+        "extract",
+        "show what each HTML page of a JSONL file is decided on",
+        "Read records as `neardup detect` does (learning each site's template from the "
+        "pages in order) and write one JSON line per HTML page: the extraction, the text "
+        "kept, the lines removed around the content, and the lines the template model "
+        "called template.",
     ),
     Command("fit-idf", "build a frozen, versioned IDF table from a corpus"),
     Command(
