@@ -35,6 +35,10 @@ SAMPLE = DATA / "sample.jsonl.gz"  # the first 400 records of the dev stream
 SAMPLE_TRUTH = DATA / "sample-truth.jsonl.gz"
 STREAM_2K = DATA / "stream-2k.jsonl.gz"  # its first 2,000 (171 true near-duplicates)
 STREAM_2K_TRUTH = DATA / "stream-2k-truth.jsonl.gz"
+# 121 pages of two sites of the HTML dev stream: 90 originals, then re-fetches and
+# syndicated copies of them (25 true near-duplicates)
+HTML_SAMPLE = DATA / "html-sample.jsonl.gz"
+HTML_SAMPLE_TRUTH = DATA / "html-sample-truth.jsonl.gz"
 
 
 def write_jsonl(path: Path, records: Iterable[Any], gz: bool = False) -> Path:
