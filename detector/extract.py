@@ -265,7 +265,7 @@ def locate(page: Page, template: set[int], share: float = DEFAULT_SHARE) -> tupl
 def main_content(page: Page, template: set[int], share: float = DEFAULT_SHARE) -> Extracted:
     start, end = locate(page, template, share)
     lines = page.lines
-    if end == 0:
+    if end == 0 or (start, end) == (0, len(lines)):
         kept, extraction = lines, BODY
     else:
         kept, extraction = lines[start:end], MAIN

@@ -20,17 +20,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+import xxhash
+
 PAIR_LOG2 = 23
 PAIR_BITS = 1 << PAIR_LOG2
 MAX_LINES = 50_000
 MAX_COUNT = 255
-_GOLDEN = 0x9E3779B97F4A7C15
-_MASK = (1 << 64) - 1
 
 
 def pair_bit(url: int, key: int) -> int:
-    """The bitmap bit of a (URL, line) pair: multiplicative hashing's top bits."""
-    return (((url ^ key) * _GOLDEN) & _MASK) >> (64 - PAIR_LOG2)
+    """The bitmap bit of a (URL, line) pair."""
+    pair = url.to_bytes(8, "little") + key.to_bytes(8, "little")
+    return xxhash.xxh3_64_intdigest(pair) >> (64 - PAIR_LOG2)
 
 
 class Templates(Protocol):
