@@ -20,10 +20,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from ..records import VERSION_MARK, Decision
-from ..templates import Templates
+
+if TYPE_CHECKING:  # the model's module imports xxhash; the options module must not
+    from ..templates import Templates
 
 DEFAULT_MAX_BUCKET = 1024
 
