@@ -34,7 +34,7 @@ import xxhash
 
 from .normalize import fold, looks_like_html, normalize, strip_markup
 from .records import Document
-from .templates import Templates
+from .templates import Templates, lesson
 
 Mode = Literal["auto", "main", "text"]
 MODES: tuple[Mode, ...] = ("auto", "main", "text")
@@ -44,7 +44,6 @@ MODES: tuple[Mode, ...] = ("auto", "main", "text")
 MAIN, BODY, STRIPPED = "main", "body", "stripped"
 
 DEFAULT_SHARE = 0.9
-DEFAULT_TEMPLATE_URLS = 3
 # Bounds on one page: beyond them the stripped text is used, and the walk below (pure
 # Python, linear in the elements) never sees the page. libxml2 itself stops nesting at
 # 256 levels, so a page of nested tables is a wide tree, not a deep one.
@@ -310,7 +309,7 @@ class Extractor:
         for at in range(0, len(pages), LESSON):
             part = pages[at : at + LESSON]
             lessons = [
-                (host_of(docs[i].url), url_key(docs[i].url or docs[i].id), page.keys())
+                lesson(host_of(docs[i].url), url_key(docs[i].url or docs[i].id), page.keys())
                 for i, page in part
             ]
             known = self.templates.template(lessons)

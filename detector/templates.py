@@ -18,6 +18,7 @@ where every consumer of the index shares it. A host costs PAIR_BITS / 8 bytes of
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 import xxhash
@@ -34,16 +35,29 @@ def pair_bit(url: int, key: int) -> int:
     return xxhash.xxh3_64_intdigest(pair) >> (64 - PAIR_LOG2)
 
 
+@dataclass(frozen=True)
+class Lesson:
+    """A page as the model sees it: its host, its distinct line keys, and the bitmap bit
+    of each (URL, line) pair (computed once, for the question and for the lesson)."""
+
+    host: str
+    keys: Sequence[int]
+    bits: Sequence[int]
+
+
+def lesson(host: str, url: int, keys: Sequence[int]) -> Lesson:
+    return Lesson(host, keys, [pair_bit(url, k) for k in keys])
+
+
 class Templates(Protocol):
     threshold: int
 
-    def template(self, pages: Sequence[tuple[str, int, Sequence[int]]]) -> list[set[int]]:
-        """For each page (host, URL key, distinct line keys): the keys that are template of
-        the host, counted on `threshold` URLs other than this one."""
+    def template(self, pages: Sequence[Lesson]) -> list[set[int]]:
+        """For each page: the keys that are template of its host, counted on `threshold`
+        URLs other than the page's."""
 
-    def learn(self, pages: Sequence[tuple[str, int, Sequence[int]]]) -> None:
-        """Pages (host, URL key, distinct line keys): each line not yet counted for its URL
-        is counted once."""
+    def learn(self, pages: Sequence[Lesson]) -> None:
+        """Each line of each page not yet counted for its URL is counted once."""
 
 
 class MemoryTemplates:
@@ -54,34 +68,30 @@ class MemoryTemplates:
         self._pairs: dict[str, bytearray] = {}
         self._counts: dict[str, dict[int, int]] = {}
 
-    def template(self, pages: Sequence[tuple[str, int, Sequence[int]]]) -> list[set[int]]:
+    def template(self, pages: Sequence[Lesson]) -> list[set[int]]:
         out = []
-        for host, url, keys in pages:
-            counts = self._counts.get(host, {})
-            bitmap = self._pairs.get(host)
+        for page in pages:
+            counts = self._counts.get(page.host, {})
+            bitmap = self._pairs.get(page.host)
             out.append(
                 {
                     k
-                    for k in keys
-                    if counts.get(k, 0) >= self.threshold + _get(bitmap, pair_bit(url, k))
+                    for k, bit in zip(page.keys, page.bits, strict=True)
+                    if counts.get(k, 0) >= self.threshold + _get(bitmap, bit)
                 }
             )
         return out
 
-    def learn(self, pages: Sequence[tuple[str, int, Sequence[int]]]) -> None:
-        for host, url, keys in pages:
-            bitmap = self._pairs.setdefault(host, bytearray(PAIR_BITS // 8))
-            counts = self._counts.setdefault(host, {})
-            for k in keys:
-                bit = pair_bit(url, k)
+    def learn(self, pages: Sequence[Lesson]) -> None:
+        for page in pages:
+            bitmap = self._pairs.setdefault(page.host, bytearray(PAIR_BITS // 8))
+            counts = self._counts.setdefault(page.host, {})
+            for k, bit in zip(page.keys, page.bits, strict=True):
                 if not _get(bitmap, bit):
                     bitmap[bit >> 3] |= 0x80 >> (bit & 7)
                     counts[k] = min(counts.get(k, 0) + 1, MAX_COUNT)
             if len(counts) > MAX_LINES:
-                self._counts[host] = {k: c for k, c in counts.items() if c >= self.threshold}
-
-    def stats(self) -> dict[str, int]:
-        return {"hosts": len(self._pairs), "lines": sum(map(len, self._counts.values()))}
+                self._counts[page.host] = {k: c for k, c in counts.items() if c >= self.threshold}
 
 
 def _get(bitmap: bytearray | None, bit: int) -> int:

@@ -13,7 +13,7 @@ from detector.extract import BODY, MAIN, Extractor, is_html, parse
 from detector.index.memory import MemoryIndex
 from detector.records import Decision, Document
 from detector.settings import EngineSettings
-from detector.templates import MemoryTemplates, pair_bit
+from detector.templates import MemoryTemplates, lesson, pair_bit
 
 from .helpers import HTML_SAMPLE, HTML_SAMPLE_TRUTH, read_jsonl
 
@@ -127,15 +127,15 @@ def test_a_line_recurring_inside_the_content_stays_in_it() -> None:
 
 def test_the_template_counts_urls_not_fetches_and_replays_teach_nothing() -> None:
     t = MemoryTemplates(2)
-    lesson = [("h", 1, [10, 11])]
-    t.learn(lesson)
-    t.learn(lesson)  # a redelivery
-    assert t.template([("h", 5, [10, 11])]) == [set()]  # one URL so far
-    t.learn([("h", 2, [10, 12])])
-    assert t.template([("h", 5, [10, 11, 12])]) == [{10}]
+    first = [lesson("h", 1, [10, 11])]
+    t.learn(first)
+    t.learn(first)  # a redelivery
+    assert t.template([lesson("h", 5, [10, 11])]) == [set()]  # one URL so far
+    t.learn([lesson("h", 2, [10, 12])])
+    assert t.template([lesson("h", 5, [10, 11, 12])]) == [{10}]
     # the page's own URL is not one of the others: URL 1 has seen 10 on one other URL only
-    assert t.template([("h", 1, [10])]) == [set()]
-    assert t.template([("other", 5, [10])]) == [set()]  # per host
+    assert t.template([lesson("h", 1, [10])]) == [set()]
+    assert t.template([lesson("other", 5, [10])]) == [set()]  # per host
 
 
 @given(
@@ -156,8 +156,8 @@ def test_the_template_model_is_brute_force_distinct_urls(
     for host, url, keys in lessons:
         h = f"h{host % 2}"
         want = {k for k in keys if len(seen.get((host % 2, k), set()) - {url}) >= 2}
-        assert t.template([(h, url, sorted(keys))]) == [want]
-        t.learn([(h, url, sorted(keys))])
+        assert t.template([lesson(h, url, sorted(keys))]) == [want]
+        t.learn([lesson(h, url, sorted(keys))])
         for k in keys:
             seen.setdefault((host % 2, k), set()).add(url)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ...templates import MAX_LINES, pair_bit
+from ...templates import MAX_LINES, Lesson
 from .cluster import Batch
 from .keys import Layout
 from .lua import LEARN_TEMPLATE
@@ -31,36 +31,37 @@ class RedisTemplates:
         layout: Layout = self.index.layout
         return layout
 
-    def template(self, pages: Sequence[tuple[str, int, Sequence[int]]]) -> list[set[int]]:
+    def template(self, pages: Sequence[Lesson]) -> list[set[int]]:
         batch = Batch(self.index.client)
-        for host, url, keys in pages:
-            pairs, counts = self.layout.template(host)
-            if keys:
-                gets = [a for k in keys for a in ("GET", "u1", pair_bit(url, k))]
-                batch.add(pairs, "BITFIELD_RO", pairs, *gets)
-                batch.add(counts, "HMGET", counts, *map(_field, keys))
+        for page in pages:
+            pairs, counts = self.layout.template(page.host)
+            if page.keys:
+                batch.add(
+                    pairs, "BITFIELD_RO", pairs, *[a for b in page.bits for a in ("GET", "u1", b)]
+                )
+                batch.add(counts, "HMGET", counts, *map(_field, page.keys))
         replies = iter(self.index._call(batch.execute) if batch.commands else [])
         out: list[set[int]] = []
-        for _, _, keys in pages:
-            if not keys:
+        for page in pages:
+            if not page.keys:
                 out.append(set())
                 continue
             counted, counts = next(replies), next(replies)
             out.append(
                 {
                     k
-                    for k, mine, c in zip(keys, counted, counts, strict=True)
+                    for k, mine, c in zip(page.keys, counted, counts, strict=True)
                     if c is not None and int(c) >= self.threshold + int(mine)
                 }
             )
         return out
 
-    def learn(self, pages: Sequence[tuple[str, int, Sequence[int]]]) -> None:
+    def learn(self, pages: Sequence[Lesson]) -> None:
         batch = Batch(self.index.client)
         ttl = self.index.keep
-        for host, url, keys in pages:
-            pairs, counts = self.layout.template(host)
-            args = [a for k in keys for a in (pair_bit(url, k), _field(k))]
+        for page in pages:
+            pairs, counts = self.layout.template(page.host)
+            args = [a for k, b in zip(page.keys, page.bits, strict=True) for a in (b, _field(k))]
             batch.add(
                 pairs,
                 "EVAL",
