@@ -14,31 +14,27 @@ import pytest
 
 from detector.blocks import BlockScheme
 from detector.index.redis import RedisIndex
-from detector.templates import MemoryTemplates
+from detector.templates import MemoryTemplates, lesson
 
 from ..helpers import HTML_SAMPLE, read_jsonl
 from .admin import create_topics, drop_index, index_keys, unique
-from .endpoints import cluster_client, redis_client
 from .processes import Names, Serve, logs
 from .readers import DecisionReader, Producer
 
 
-@pytest.fixture(params=["server", "cluster"])
-def redis_index(request: pytest.FixtureRequest) -> Iterator[Callable[..., RedisIndex]]:
-    client: Any = redis_client() if request.param == "server" else cluster_client()
+@pytest.fixture
+def redis_index(backend: Any) -> Iterator[Callable[..., RedisIndex]]:
+    """Fresh indexes on the server, then the cluster (conftest's `backend`), dropped after."""
     made: list[str] = []
 
     def make(**kwargs: Any) -> RedisIndex:
         made.append(unique("templates"))
-        return RedisIndex(client, BlockScheme.parse("k6-b8"), made[-1], **kwargs)
+        return RedisIndex(backend, BlockScheme.parse("k6-b8"), made[-1], **kwargs)
 
-    try:
-        yield make
-    finally:
-        for name in made:
-            drop_index(client, name)
-            assert not index_keys(client, name)
-        client.close()
+    yield make
+    for name in made:
+        drop_index(backend, name)
+        assert not index_keys(backend, name)
 
 
 def test_redis_templates_answer_as_the_reference(redis_index: Callable[..., RedisIndex]) -> None:
@@ -46,21 +42,21 @@ def test_redis_templates_answer_as_the_reference(redis_index: Callable[..., Redi
     memory, shared = MemoryTemplates(3), redis_index().templates(3)
     for _ in range(60):
         lessons = [
-            (f"h{rng.randrange(3)}", rng.randrange(12), sorted(rng.sample(range(40), 8)))
+            lesson(f"h{rng.randrange(3)}", rng.randrange(12), sorted(rng.sample(range(40), 8)))
             for _ in range(rng.randrange(1, 6))
         ]
         assert shared.template(lessons) == memory.template(lessons)
         memory.learn(lessons)
         shared.learn(lessons)
         shared.learn(lessons)  # a replayed batch teaches nothing
-    everything = [(f"h{h}", 99, list(range(40))) for h in range(3)]
+    everything = [lesson(f"h{h}", 99, list(range(40))) for h in range(3)]
     assert shared.template(everything) == memory.template(everything)
     assert any(memory.template(everything)), "some lines became template"
 
 
 def test_the_model_lives_as_long_as_the_retention(redis_index: Callable[..., RedisIndex]) -> None:
     index = redis_index(retention=3600)
-    index.templates(2).learn([("docs.example", 1, [5, 6])])
+    index.templates(2).learn([lesson("docs.example", 1, [5, 6])])
     pairs, counts = index.layout.template("docs.example")
     for key in (pairs, counts):
         assert 0 < index.client.ttl(key) <= index.keep
