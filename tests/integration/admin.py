@@ -108,8 +108,11 @@ def group_members(group: str) -> tuple[str, int]:
     return str(info.get("group_state", "")), len(info.get("members") or [])
 
 
-def wait_for_group(group: str, members: int, timeout: float = 60) -> None:
-    """Until the group is Stable with that many members (every member has partitions)."""
+def wait_for_group(
+    group: str, members: int, timeout: float = 60, why: Callable[[], str] = lambda: ""
+) -> None:
+    """Until the group is Stable with that many members (every member has partitions).
+    `why` adds to the failure (the consumers' logs): a member that never joins says why."""
     deadline = time.monotonic() + timeout
     state: tuple[str, int] = ("", 0)
     while time.monotonic() < deadline:
@@ -118,7 +121,7 @@ def wait_for_group(group: str, members: int, timeout: float = 60) -> None:
         if state == ("Stable", members):
             return
         time.sleep(0.3)
-    raise AssertionError(f"group {group} is {state}, not Stable with {members} members")
+    raise AssertionError(f"group {group} is {state}, not Stable with {members} members\n{why()}")
 
 
 def committed_offset(group: str, topic: str, partition: int = 0) -> int | None:

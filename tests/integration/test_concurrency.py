@@ -113,7 +113,8 @@ def test_copies_on_different_partitions_at_once_make_one_unique_per_family(
 
     create_topics({names.input: PARTITIONS})
     servers = [serve(env=index_at) for _ in range(CONSUMERS)]
-    wait_for_group(names.group, CONSUMERS)  # every process owns two partitions
+    # every process owns two partitions
+    wait_for_group(names.group, CONSUMERS, why=lambda: logs(servers))
 
     # Members of a family go to different partitions (so to different processes too,
     # mostly), all of a wave in one burst; the order within a partition is shuffled.

@@ -189,7 +189,7 @@ def test_a_fenced_consumer_stops_and_the_group_decides_its_records(
     first, then = good[: RECORDS // 2], good[RECORDS // 2 :]
     create_topics({names.input: PARTITIONS})
     victim, survivor = serve(EXACTLY_ONCE), serve(EXACTLY_ONCE)
-    wait_for_group(names.group, 2)
+    wait_for_group(names.group, 2, why=lambda: logs([victim, survivor]))
     with Producer() as producer:
         for r in first:
             producer.send_record(names.input, r)

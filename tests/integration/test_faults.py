@@ -90,7 +90,7 @@ def test_a_consumer_killed_and_restarted_loses_nothing_and_changes_nothing(
     ids = [r["id"] for r in records]
     create_topics({names.input: PARTITIONS})
     victim, survivor = serve(), serve()
-    wait_for_group(names.group, 2)
+    wait_for_group(names.group, 2, why=lambda: logs([victim, survivor]))
 
     feeder = Feeder(names.input, records, chunk=16, pause=0.1)
     feeder.start()
@@ -125,7 +125,7 @@ def test_redis_restarted_mid_stream(
     ids = [r["id"] for r in records]
     create_topics({names.input: PARTITIONS})
     servers = [serve(), serve()]
-    wait_for_group(names.group, 2)
+    wait_for_group(names.group, 2, why=lambda: logs(servers))
 
     feeder = Feeder(names.input, records[:300], chunk=16, pause=0.2)
     feeder.start()
@@ -158,7 +158,7 @@ def test_kafka_restarted_mid_stream(
     ids = [r["id"] for r in records]
     create_topics({names.input: PARTITIONS})
     servers = [serve(), serve()]
-    wait_for_group(names.group, 2)
+    wait_for_group(names.group, 2, why=lambda: logs(servers))
 
     # the feeder's producer buffers what it sends while the broker is away
     feeder = Feeder(names.input, records, chunk=16, pause=0.2)

@@ -120,7 +120,7 @@ def test_a_changed_record_and_a_copy_of_its_new_content_on_two_partitions_at_onc
     pages = 30
     create_topics({names.input: 2})
     servers = [serve(env=index_at), serve(env=index_at)]
-    wait_for_group(names.group, 2)
+    wait_for_group(names.group, 2, why=lambda: logs(servers))
     olds = {f"p{i}": words_text(300 + i) for i in range(pages)}
     news = {f"p{i}": words_text(400 + i) for i in range(pages)}
     with Producer() as producer:
