@@ -219,7 +219,8 @@ def _detect(args: argparse.Namespace) -> int:
     from .stream.files import FileSource, JsonlSink, open_output
 
     settings = _settings(args)
-    detector = settings.detector(MemoryIndex(settings.block_scheme(), args.index))
+    index = MemoryIndex(settings.block_scheme(), args.index, vectors=settings.vector_block_scheme())
+    detector = settings.detector(index)
     source = FileSource(args.input, args.batch_size)
     sink = JsonlSink(open_output(args.output, sys.stdout), open_output(args.errors, sys.stderr))
     progress = _progress(args, smoothing=0.1)
@@ -240,7 +241,22 @@ def _detect(args: argparse.Namespace) -> int:
         sink.close()
         source.close()
     print(f"neardup: {counts.summary()}", file=sys.stderr)
+    if detector.vector_lookups:
+        print(f"neardup: vectors: {_vector_summary(detector, index)}", file=sys.stderr)
     return 0
+
+
+def _vector_summary(detector: Any, index: Any) -> str:
+    """What the vector tables cost: bucket reads and candidates per lookup, bytes."""
+    scheme = detector.vector_scheme
+    lookups = detector.vector_lookups
+    stats = index.stats()
+    per = stats["vector_bytes"] / stats["vectors"] if stats["vectors"] else 0.0
+    return (
+        f"{lookups} lookups, {len(scheme.tables) * len(scheme.flips[0])} probes a lookup, "
+        f"{detector.vector_candidates / lookups:.2f} candidates a lookup, "
+        f"{per:.0f} bytes a vector (k={scheme.k}, {scheme.name})"
+    )
 
 
 class _Progress:
@@ -313,18 +329,19 @@ def _extract(args: argparse.Namespace) -> int:
 
 
 def _eval(args: argparse.Namespace) -> int:
-    from .evaluate import evaluate, load_jsonl, plot_report
+    from .evaluate import evaluate, load_jsonl, plot_report, truth_measure
 
     decisions = load_jsonl(args.decisions)
     truth = load_jsonl(args.truth)
-    scores = evaluate(decisions, truth, args.threshold)
+    field, threshold = truth_measure(truth, args.measure, args.threshold)
+    scores = evaluate(decisions, truth, threshold, field)
     if args.json:
         print(json.dumps(scores))
     else:
         for k, v in scores.items():
             print(f"{k:>22}: {v}")
     if args.report:
-        plot_report(decisions, truth, args.threshold, args.report)
+        plot_report(decisions, truth, threshold, args.report, field)
         print(f"neardup: report written to {args.report}", file=sys.stderr)
     return 0
 
@@ -379,6 +396,7 @@ def _serve(args: argparse.Namespace) -> int:
         retention=args.retention,
         max_bucket=args.max_bucket,
         observe=REDIS_SECONDS.observe,
+        vectors=settings.vector_block_scheme(),
     )
     detector = settings.detector(index, bind=False)
     with refusals(redis_at):  # e.g. an ACL that lacks a key or a command

@@ -15,10 +15,11 @@ from .engine import Engine, Print
 from .errors import Contention
 from .extract import Extractor
 from .extract import texts as texts_of
-from .index import Candidate, Commit, Entry, Index, Query, record_of, version_id
+from .index import Candidate, Commit, Entry, Index, Query, record_of, scheme_for, version_id
 from .records import Decision, Document
 from .retry import CONFLICTS
-from .verify import LiteralCheck, jaccard
+from .vectors import default_vector_scheme, unpack
+from .verify import LiteralCheck, cosine, jaccard
 
 
 def _quiet(what: str, exc: Exception, wait: float) -> None:
@@ -39,10 +40,13 @@ class Detector:
         bind: bool = True,
         keep_previous: bool = False,
         extractor: Extractor | None = None,
+        vector_scheme: BlockScheme | None = None,
     ) -> None:
         self.engine = engine
         self.index = index
         self.scheme = scheme
+        # the tables of records with an embedding
+        self.vector_scheme = vector_scheme or default_vector_scheme()
         self.literal = literal
         self.max_candidates = max_candidates
         # A re-fetch replaces the version before it; keep_previous keeps that one as a
@@ -53,6 +57,8 @@ class Detector:
         self.conflicts = 0  # commits that met another consumer's documents
         self.stale = 0  # records older than their id's last version: answered, not decided
         self.revisions = 0  # records of a known id with changed content: decided afresh
+        self.vector_lookups = 0  # records with an embedding looked up, and the candidates
+        self.vector_candidates = 0  # the tables gave them (within k)
         if bind:  # a server-side index binds once its server answers
             index.bind(engine.version)
 
@@ -80,7 +86,10 @@ class Detector:
             for i, item in enumerate(items[: committed.done]):
                 out.append(committed.stored.get(i, item.decision))
                 if item.entry is not None:  # recent documents are the likeliest originals
-                    self.literal.remember(item.entry.id, prints[start + i].shingles)
+                    p = prints[start + i]
+                    # a vector as the index keeps it: every comparison sees the same one
+                    kept = p.shingles if p.vector is None else unpack(p.packed)
+                    self.literal.remember(item.entry.id, kept)
             if len(out) < len(docs):
                 self.conflicts += 1
                 raise Contention(
@@ -94,8 +103,15 @@ class Detector:
         """The batch's commit items, and which of them answer a stale record."""
         prior = self.index.decisions([d.id for d in docs])
         found = self.index.lookup([Query(p.space, p.fingerprint, p.digest) for p in prints])
-        wanted = {c.id for f in found for c in f.candidates[: self.max_candidates]}
-        self.literal.load(self.index.texts(sorted(wanted - self.literal.cached_ids(wanted))))
+        wanted: tuple[set[str], set[str]] = set(), set()  # texts, vectors
+        for p, f in zip(prints, found, strict=True):
+            wanted[p.vector is not None].update(c.id for c in f.candidates[: self.max_candidates])
+            if p.vector is not None:
+                self.vector_lookups += 1
+                self.vector_candidates += len(f.candidates)
+        texts, vectors = (sorted(w - self.literal.cached_ids(w)) for w in wanted)
+        self.literal.load(self.index.texts(texts))
+        self.literal.load_vectors(self.index.vectors(vectors))
         near = self._near_in_batch(prints)
         digests: dict[str, str] = {}  # digest -> version of this batch's indexed documents
         decided: dict[str, Decision] = {}  # id -> its latest decision in this batch
@@ -131,7 +147,8 @@ class Detector:
                 ]
                 stored = [c for c in f.candidates if other(c.id)]
                 d = self._verify(doc, p, stored + local, prints, positions)
-                entry = Entry(version, p.space, p.fingerprint, p.digest, p.text)
+                vector = p.packed if p.vector is not None else None
+                entry = Entry(version, p.space, p.fingerprint, p.digest, p.text, vector)
             if earlier is not None:
                 d.revision, d.previous_fingerprint = revision, earlier.fingerprint
                 if not self.keep_previous:  # its earlier version leaves, for the batch too
@@ -151,15 +168,19 @@ class Detector:
         """For each document, the earlier ones of the batch within distance k."""
         fps = np.array([p.fingerprint for p in prints], np.uint64)
         spaces = np.array([p.space for p in prints])
+        ks = np.array([self.k(p.space) for p in prints])
         out: dict[int, list[tuple[int, int]]] = {}
         for top in range(0, len(fps), 1024):  # row blocks keep a large batch's matrix small
             rows = np.arange(top, min(top + 1024, len(fps)))
             dist = np.bitwise_count(fps[rows, None] ^ fps[None, : rows[-1]])
-            close = (dist <= self.scheme.k) & (spaces[rows, None] == spaces[None, : rows[-1]])
+            close = (dist <= ks[rows, None]) & (spaces[rows, None] == spaces[None, : rows[-1]])
             close &= rows[:, None] > np.arange(rows[-1])[None, :]
             for r, j in zip(*np.nonzero(close), strict=True):
                 out.setdefault(int(rows[r]), []).append((int(j), int(dist[r, j])))
         return out
+
+    def k(self, space: str) -> int:
+        return scheme_for(space, self.scheme, self.vector_scheme).k
 
     def _verify(
         self,
@@ -169,23 +190,35 @@ class Detector:
         batch: list[Print],
         in_batch: dict[str, int],
     ) -> Decision:
-        """The literal pass: the most similar candidate above the threshold, if any."""
+        """The literal pass: the most similar candidate above the threshold, if any (the
+        shingle Jaccard of texts, the cosine of vectors)."""
         if not candidates:
             return self._decision(doc, p, None, None, None)
         candidates = sorted(candidates, key=lambda c: (c.distance, c.id))[: self.max_candidates]
-        mine = p.shingles
+        vector = p.vector is not None
+        mine = p.vector if p.vector is not None else p.shingles
+        similarity = cosine if vector else jaccard
+        threshold = self.literal.cosine if vector else self.literal.threshold
         best: tuple[float, Candidate] | None = None
         for c in candidates:
-            theirs = batch[in_batch[c.id]].shingles if c.id in in_batch else self.literal.get(c.id)
+            theirs: np.ndarray | None
+            if c.id in in_batch:
+                b = batch[in_batch[c.id]]
+                theirs = b.shingles if b.vector is None else unpack(b.packed)
+            else:
+                theirs = self.literal.get(c.id)
             if theirs is None:  # evicted from the cache since the batch's prefetch
-                self.literal.load(self.index.texts([c.id]))
+                if vector:
+                    self.literal.load_vectors(self.index.vectors([c.id]))
+                else:
+                    self.literal.load(self.index.texts([c.id]))
                 theirs = self.literal.get(c.id)
             if theirs is None:
                 continue  # its text has expired: unverifiable, so not a duplicate
-            sim = jaccard(mine, theirs)
+            sim = similarity(mine, theirs)
             if best is None or sim > best[0]:
                 best = (sim, c)
-        if best is not None and best[0] >= self.literal.threshold:
+        if best is not None and best[0] >= threshold:
             return self._decision(doc, p, best[1].id, best[1].distance, best[0])
         return self._decision(doc, p, None, None, None)
 
@@ -215,6 +248,8 @@ class Detector:
             origin=doc.origin,
             extraction=doc.extraction,
             digest=p.digest,
+            space=p.space if p.vector is not None else None,
+            k=self.k(p.space) if p.vector is not None else None,
         )
 
 

@@ -17,6 +17,7 @@ from .normalize import non_starters, normalize
 from .records import Document
 from .simhash import hyperplanes, simhash, simhash_vectors
 from .tokenize import char_classes
+from .vectors import digest, pack, space, units
 from .verify import shingle_sets
 
 TEXT_SPACE = "t"
@@ -29,17 +30,25 @@ class Print:
     space: str
     fingerprint: int
     digest: str
-    text: str  # normalized
+    text: str  # normalized ("" for a vector: the vector is what is compared)
     shingles: np.ndarray  # for the literal pass: sorted distinct word-shingle hashes
+    vector: np.ndarray | None = None  # a record's embedding, float32 of length 1
+    packed: bytes = b""  # the vector's stored form (vectors.pack)
 
 
 class Engine:
     def __init__(
-        self, featurizer: Featurizer | None = None, vector_seed: int = 0, literal_shingle: int = 5
+        self,
+        featurizer: Featurizer | None = None,
+        vector_seed: int = 0,
+        literal_shingle: int = 5,
+        vector_storage: str = "int8",
     ) -> None:
         self.featurizer = featurizer or Featurizer()
         self.vector_seed = vector_seed
         self.literal_shingle = literal_shingle
+        self.vector_storage = vector_storage
+        pack(np.ones(1, np.float32), vector_storage)  # refuse an unknown form now
         self.version = f"{self.featurizer.version}+hyperplanes-s{vector_seed}"
         char_classes()  # build the tables now, so that forked workers inherit them
         non_starters()
@@ -52,23 +61,34 @@ class Engine:
 
     def fingerprint(self, docs: list[Document], texts: list[str] | None = None) -> list[Print]:
         """Prints of a batch; `texts` are the documents' normalized texts, when the caller
-        has them already."""
+        has them already. A record with an embedding is decided on its vector alone."""
         if texts is None:
             texts = [normalize(d.text) for d in docs]
+        vectors: dict[int, list[int]] = {}  # dimension -> positions of its records
+        for i, doc in enumerate(docs):
+            if doc.embedding is not None:
+                vectors.setdefault(len(doc.embedding), []).append(i)
+        if vectors:
+            texts = list(texts)
+            for rows in vectors.values():
+                for i in rows:
+                    texts[i] = ""
         features = self.featurizer.batch(texts)
-        fps = simhash(features)
+        fps = simhash(features).tolist()
         tokens = features.tokens
         bounds = tokens.bounds()
         digests = _digests(tokens.key, tokens.doc, bounds)
         shingles = shingle_sets(tokens.key, bounds, self.literal_shingle)
-        prints = []
-        for i, doc in enumerate(docs):
-            space, fp = TEXT_SPACE, int(fps[i])
-            if doc.embedding is not None:
-                dim = len(doc.embedding)
-                space = f"v{dim}"
-                fp = int(simhash_vectors(np.array([doc.embedding]), self._planes(dim))[0])
-            prints.append(Print(space, fp, digests[i], texts[i], shingles[i]))
+        prints = [
+            Print(TEXT_SPACE, fp, dg, text, sh)
+            for fp, dg, text, sh in zip(fps, digests, texts, shingles, strict=True)
+        ]
+        for dim, rows in vectors.items():
+            unit = units(np.array([docs[i].embedding for i in rows]))
+            planes = self._planes(dim)
+            for i, v, fp in zip(rows, unit, simhash_vectors(unit, planes).tolist(), strict=True):
+                packed = pack(v, self.vector_storage)
+                prints[i] = Print(space(dim), fp, digest(v), "", shingles[i], v, packed)
         return prints
 
 

@@ -11,6 +11,20 @@ from .errors import ConfigError
 from .stream.files import open_input
 
 MAX_PAIRWISE = 30_000  # brute-force nearest-earlier distances beyond this get too slow
+MEASURES = {"jaccard": ("max_jaccard_earlier", 0.8), "cosine": ("max_cosine_earlier", 0.9)}
+
+
+def truth_measure(
+    truth: list[dict[str, Any]], measure: str = "auto", threshold: float | None = None
+) -> tuple[str, float]:
+    """The truth field a run is scored on, and its threshold: cosine when the truth has
+    max_cosine_earlier (an embedding stream's), else the shingle Jaccard."""
+    if measure == "auto":
+        measure = "cosine" if truth and "max_cosine_earlier" in truth[0] else "jaccard"
+    if measure not in MEASURES:
+        raise ConfigError(f"measure must be one of {', '.join(MEASURES)}, not {measure!r}")
+    field, default = MEASURES[measure]
+    return field, default if threshold is None else threshold
 
 
 def load_jsonl(path: str) -> list[dict[str, Any]]:
@@ -26,17 +40,20 @@ def load_jsonl(path: str) -> list[dict[str, Any]]:
 
 
 def evaluate(
-    decisions: list[dict[str, Any]], truth: list[dict[str, Any]], threshold: float = 0.8
+    decisions: list[dict[str, Any]],
+    truth: list[dict[str, Any]],
+    threshold: float = 0.8,
+    field: str = "max_jaccard_earlier",
 ) -> dict[str, Any]:
-    if truth and not all("id" in t and "max_jaccard_earlier" in t for t in truth[:1]):
+    if truth and not all("id" in t and field in t for t in truth[:1]):
         raise ConfigError(
-            "the truth file needs id and max_jaccard_earlier on every line "
+            f"the truth file needs id and {field} on every line "
             "(are the decisions and truth files the right way round?)"
         )
     if decisions and not all("id" in d and "decision" in d for d in decisions[:1]):
         raise ConfigError("the decisions file needs id and decision on every line")
     order = {t["id"]: i for i, t in enumerate(truth)}
-    actual = {t["id"]: t["max_jaccard_earlier"] >= threshold for t in truth}
+    actual = {t["id"]: t[field] >= threshold for t in truth}
     said = {d["id"]: d for d in decisions}
     tp = fp = fn = late = 0
     for doc_id, is_dup in actual.items():
@@ -55,6 +72,7 @@ def evaluate(
     recall = tp / (tp + fn) if tp + fn else 1.0
     f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
     return {
+        "truth": f"{field} >= {threshold}",
         "records": len(truth),
         "decided": sum(1 for i in actual if i in said),
         "true_duplicates": tp + fn,
@@ -83,7 +101,11 @@ def nearest_earlier(fps: np.ndarray) -> np.ndarray:
 
 
 def plot_report(
-    decisions: list[dict[str, Any]], truth: list[dict[str, Any]], threshold: float, path: str
+    decisions: list[dict[str, Any]],
+    truth: list[dict[str, Any]],
+    threshold: float,
+    path: str,
+    field: str = "max_jaccard_earlier",
 ) -> None:
     import matplotlib
 
@@ -93,7 +115,8 @@ def plot_report(
     truth = truth[:MAX_PAIRWISE]
     fps = _fingerprints(decisions, truth)
     index = {t["id"]: i for i, t in enumerate(truth)}
-    is_dup = np.array([t["max_jaccard_earlier"] >= threshold for t in truth])
+    is_dup = np.array([t[field] >= threshold for t in truth])
+    measure = "cosine" if field == "max_cosine_earlier" else "Jaccard"
     pairs = [
         (i, index[t["most_similar_earlier"]])
         for i, t in enumerate(truth)
@@ -104,34 +127,26 @@ def plot_report(
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
     bins = np.arange(0, 40) - 0.5
-    left.hist(
-        dist[dup_pair],
-        bins=bins,
-        alpha=0.6,
-        density=True,
-        label=f"near-duplicate pairs (Jaccard >= {threshold})",
-    )
-    left.hist(
-        dist[~dup_pair],
-        bins=bins,
-        alpha=0.6,
-        density=True,
-        label="each other record and its most similar earlier one",
-    )
+    for which, label in (
+        (dup_pair, f"near-duplicate pairs ({measure} >= {threshold})"),
+        (~dup_pair, "each other record and its most similar earlier one"),
+    ):
+        if which.any():  # a share of no pairs is no bar, not a division by zero
+            left.hist(dist[which], bins=bins, alpha=0.6, density=True, label=label)
     left.set_xlabel("Hamming distance of the fingerprints")
     left.set_ylabel("share of pairs")
     left.set_title("Distance distribution")
     left.legend(fontsize=8)
 
     nearest = nearest_earlier(fps)
-    ks = np.arange(0, 17)
+    ks = np.arange(0, 25 if measure == "cosine" else 17)  # vectors' radius is wider
     precision, recall = [], []
     for k in ks:
         said = nearest <= k
         tp = int((said & is_dup).sum())
         precision.append(tp / max(int(said.sum()), 1))
         recall.append(tp / max(int(is_dup.sum()), 1))
-    run = evaluate(decisions, truth, threshold)
+    run = evaluate(decisions, truth, threshold, field)
     right.plot(ks, precision, "o-", label="precision, fingerprint only")
     right.plot(ks, recall, "s-", label="recall, fingerprint only")
     right.axhline(

@@ -158,6 +158,21 @@ def _scheme_help() -> str:
     )
 
 
+def _vector_scheme_help() -> str:
+    from .vectors import vector_scheme  # numpy, as above
+
+    cosine, recall = _ENGINE["cosine"].default, _ENGINE["vector-recall"].default
+    chosen = ", ".join(
+        f"cosine {c} -> {vector_scheme(c, recall).describe()}" for c in (cosine, 0.95, 0.98)
+    )
+    return (
+        "block tables of records with an embedding: auto takes the Hamming radius k that "
+        "finds --vector-recall of the pairs at exactly --cosine (the distance of 64 "
+        f"hyperplane bits is binomial) and probes four 16-bit tables for it: {chosen} "
+        f"(at --vector-recall {recall}); or a scheme as for --scheme"
+    )
+
+
 def _engine(name: str, kind: Kind, default: Any, help: Any, **more: Any) -> Option:
     return Option(name, kind, default, help, ENGINE_COMMANDS, group="engine", **more)
 
@@ -205,6 +220,29 @@ ENGINE: tuple[Option, ...] = (
     _engine("max-candidates", "int", 32, "nearest candidates verified per document"),
     _engine(
         "vector-seed", "int", 0, "seed of the random hyperplanes for records with an embedding"
+    ),
+    _engine(
+        "cosine",
+        "float",
+        0.9,
+        "records with an embedding: the exact cosine of the stored vectors needed to call a "
+        "candidate a duplicate (their second pass)",
+    ),
+    _engine(
+        "vector-recall",
+        "float",
+        0.75,
+        "share of the pairs at exactly --cosine that the vector tables find; more similar "
+        "pairs are found more often (at 0.75 and cosine 0.9: 0.98 of pairs at 0.95)",
+    ),
+    _engine("vector-scheme", "str", "auto", _vector_scheme_help),
+    _engine(
+        "vector-storage",
+        "choice",
+        "int8",
+        "how indexed vectors are kept for the second pass: int8 (a byte a dimension and a "
+        "scale) or float16",
+        choices=("int8", "float16"),
     ),
     _engine(
         "html",
@@ -464,10 +502,21 @@ OWN: tuple[Option, ...] = (
     _cli("truth", "str", None, "truth JSONL or JSONL.gz", "eval", positional=True),
     replace(
         _ENGINE["threshold"],
-        help="a record is truly a duplicate when max_jaccard_earlier >= this",
+        default=None,
+        help="a record is truly a duplicate when its truth measure is >= this (default: "
+        "0.8 for max_jaccard_earlier, 0.9 for max_cosine_earlier)",
         commands=("eval",),
         configurable=False,
         group="",
+    ),
+    _cli(
+        "measure",
+        "choice",
+        "auto",
+        "the truth's measure: jaccard (max_jaccard_earlier), cosine (max_cosine_earlier), "
+        "or auto: cosine when the truth has it",
+        "eval",
+        choices=("auto", "jaccard", "cosine"),
     ),
     _cli("report", "str", None, "write a PNG report here", "eval"),
     _cli("json", "bool", False, "print the scores as one JSON line", "eval", negatable=False),

@@ -124,16 +124,27 @@ def _embedding(value: object) -> list[float]:
         raise BadRecord(
             "bad_embedding", f"{len(value)} dimensions, the limit is {MAX_EMBEDDING_DIM}"
         )
-    if isinstance(value, list) and value:
+    floats: list[float] = []
+    if isinstance(value, list):
         try:
             floats = [
                 float(x) for x in value if isinstance(x, int | float) and not isinstance(x, bool)
             ]
         except OverflowError:  # an integer literal beyond any float
-            floats = []
-        if len(floats) == len(value) and all(math.isfinite(x) for x in floats):
-            return floats
-    raise BadRecord("bad_embedding", "embedding must be a non-empty list of finite numbers")
+            raise BadRecord("embedding_infinite", "a component is beyond any float") from None
+    if not isinstance(value, list) or not floats or len(floats) != len(value):
+        raise BadRecord("bad_embedding", "embedding must be a non-empty list of numbers")
+    magnitude = sum(map(abs, floats))  # finite unless a component is NaN or infinite
+    if magnitude == 0.0:
+        raise BadRecord("embedding_zero", "every component is 0: a zero vector has no direction")
+    if not math.isfinite(magnitude):
+        # JSON has no NaN or infinity, but Python's parser (and so many producers) writes them
+        for at, x in enumerate(floats):
+            if math.isnan(x):
+                raise BadRecord("embedding_nan", f"component {at} is NaN")
+            if math.isinf(x):
+                raise BadRecord("embedding_infinite", f"component {at} is {x}")
+    return floats
 
 
 ORIGIN = ("topic", "partition", "offset")  # where a Kafka record came from
@@ -160,6 +171,10 @@ class Decision:
     version: float | None = None  # the record's version (or fetched_at), when it had one
     origin: dict[str, Any] | None = None  # Kafka topic, partition and offset of the record
     extraction: str | None = None  # an HTML page's: main, body or stripped[:reason]
+    # A record with an embedding: its space (v + dimension) and the Hamming radius of its
+    # candidates; its similarity is then the cosine.
+    space: str | None = None
+    k: int | None = None
     # Not published: the digest of the content decided on, so that a record of this id
     # delivered again is told apart from a changed one.
     digest: str = ""
@@ -194,6 +209,8 @@ class Decision:
             out.update({k: self.origin[k] for k in ORIGIN if k in self.origin})
         if self.extraction is not None:
             out["extraction"] = self.extraction
+        if self.space is not None:
+            out["space"], out["k"] = self.space, self.k
         out.update(
             {
                 "features": self.features,
@@ -229,6 +246,8 @@ class Decision:
             version=d.get("version"),
             origin=origin or None,
             extraction=d.get("extraction"),
+            space=d.get("space"),
+            k=d.get("k"),
             digest=digest,
         )
 

@@ -13,6 +13,7 @@ from .extract import Extractor, Mode
 from .features import FeatureConfig, Featurizer, IdfTable
 from .index import Index
 from .options import default
+from .vectors import parse_vector_scheme
 from .verify import LiteralCheck
 
 # The defaults are the command line's (detector/options.py, the one table of them), so
@@ -34,6 +35,10 @@ class EngineSettings:
     literal_shingle: int = default("literal-shingle")
     max_candidates: int = default("max-candidates")
     vector_seed: int = default("vector-seed")
+    cosine: float = default("cosine")
+    vector_recall: float = default("vector-recall")
+    vector_scheme: str = default("vector-scheme")
+    vector_storage: str = default("vector-storage")
     html: str = default("html")
     template_urls: int = default("template-urls")
     content_share: float = default("content-share")
@@ -45,13 +50,25 @@ class EngineSettings:
     def engine(self) -> Engine:
         weights = IdfTable.load(self.idf) if self.idf else None
         config = FeatureConfig(self.features, self.shingle_size, self.cjk_ngram)
-        return Engine(Featurizer(config, weights), self.vector_seed, self.literal_shingle)
+        return Engine(
+            Featurizer(config, weights), self.vector_seed, self.literal_shingle, self.vector_storage
+        )
 
     def block_scheme(self) -> BlockScheme:
         return BlockScheme.parse(self.scheme)
 
+    def vector_block_scheme(self) -> BlockScheme:
+        if not -1 < self.cosine < 1:
+            raise ConfigError(f"cosine must be in (-1, 1), not {self.cosine}")
+        return parse_vector_scheme(self.vector_scheme, self.cosine, self.vector_recall)
+
     def literal(self) -> LiteralCheck:
-        return LiteralCheck(self.threshold, self.literal_shingle, cache_bytes=self.literal_memory)
+        return LiteralCheck(
+            self.threshold,
+            self.literal_shingle,
+            cache_bytes=self.literal_memory,
+            cosine=self.cosine,
+        )
 
     def detector(self, index: Index, bind: bool = True) -> Detector:
         """A Detector of these settings over an index (bind=False: the caller binds it
@@ -66,6 +83,7 @@ class EngineSettings:
             bind=bind,
             keep_previous=self.keep_old_versions,
             extractor=self.extractor(index),
+            vector_scheme=self.vector_block_scheme(),
         )
 
     def extractor(self, index: Index) -> Extractor:

@@ -1,4 +1,5 @@
-"""The literal second pass: exact word-shingle Jaccard between two normalized texts.
+"""The literal second pass: exact word-shingle Jaccard between two normalized texts, or
+the exact cosine of two stored vectors.
 
 A fingerprint within distance k only makes a suspect; this decides. Shingles are hashed
 from the tokenizer's 64-bit token keys, so a document's shingle set costs a few numpy
@@ -69,9 +70,15 @@ def jaccard(a: np.ndarray, b: np.ndarray) -> float:
 DEFAULT_CACHE_BYTES = 256 * 1024 * 1024
 
 
+def cosine(a: np.ndarray, b: np.ndarray) -> float:
+    """Of two vectors of length 1 (vectors.units, vectors.unpack)."""
+    return float(np.dot(a, b))
+
+
 class LiteralCheck:
-    """Similarity of a new text to indexed texts, with a cache of indexed shingle sets,
-    bounded by entries and by bytes (the least recently used go first)."""
+    """Similarity of a new text to indexed texts (or of a vector to indexed vectors), with
+    a cache of indexed shingle sets and vectors, bounded by entries and by bytes (the
+    least recently used go first)."""
 
     def __init__(
         self,
@@ -79,8 +86,10 @@ class LiteralCheck:
         n: int = 5,
         cache_size: int = 16384,
         cache_bytes: int = DEFAULT_CACHE_BYTES,
+        cosine: float = 0.9,
     ) -> None:
         self.threshold = threshold
+        self.cosine = cosine  # for vectors
         self.n = n
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._cache_size = cache_size
@@ -107,6 +116,10 @@ class LiteralCheck:
         tb = tokenize([texts[i] for i in ids])
         for doc_id, shingles in zip(ids, shingle_sets(tb.key, tb.bounds(), self.n), strict=True):
             self.remember(doc_id, shingles)
+
+    def load_vectors(self, vectors: dict[str, np.ndarray]) -> None:
+        for doc_id, v in vectors.items():
+            self.remember(doc_id, v)
 
     def get(self, doc_id: str) -> np.ndarray | None:
         found = self._cache.get(doc_id)

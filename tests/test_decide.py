@@ -294,28 +294,6 @@ def test_records_with_embeddings_get_hyperplane_fingerprints() -> None:
         assert (out[0].fingerprint ^ out[1].fingerprint).bit_count() == 64
 
 
-def test_near_vectors_are_decided_by_the_literal_pass_on_their_text() -> None:
-    rng = np.random.default_rng(8)
-    v = rng.standard_normal(64)
-    near = v + 0.001 * rng.standard_normal(64)  # same hyperplane signs, or nearly
-    text = words_text(9)
-    docs = [
-        Document("a", text, embedding=v.tolist()),
-        Document("b", edit_words(text, 3, seed=1), embedding=near.tolist()),  # same story
-        Document("c", words_text(10), embedding=near.tolist()),  # near vector, other text
-        Document("d", edit_words(text, 2, seed=3)),  # same story, no embedding: text space
-        Document("e", edit_words(text, 2, seed=4), embedding=v[:32].tolist()),  # other dim
-    ]
-    for batch_size in (1, len(docs)):
-        out = {d.id: d for d in decide(docs, batch_size)}
-        assert (out["a"].fingerprint ^ out["c"].fingerprint).bit_count() <= 6
-        assert (out["b"].decision, out["b"].duplicate_of) == ("duplicate", "a")
-        assert out["c"].decision == "unique", "a near vector alone does not make a duplicate"
-        # Fingerprints of another kind never meet: text space and 32-dim vectors.
-        assert out["d"].decision == "unique"
-        assert out["e"].decision == "unique"
-
-
 def test_embedding_prints_live_in_their_own_space() -> None:
     detector = make_detector()
     p = detector.engine.fingerprint([Document("a", "x", embedding=[1.0, 2.0]), Document("b", "x")])

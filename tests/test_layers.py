@@ -15,7 +15,10 @@ from .helpers import ROOT
 PACKAGE = ROOT / "detector"
 # The algorithm: values in, values out. It may use numpy and xxhash, the error tree and the
 # record types, and itself; nothing of the index, the streams, metrics or configuration.
-CORE = ["normalize", "tokenize", "features", "hashing", "simhash", "blocks", "verify", "engine"]
+CORE = [
+    *("normalize", "tokenize", "features", "hashing", "simhash", "blocks", "verify", "vectors"),
+    "engine",
+]
 CORE_MAY_IMPORT = {*CORE, "errors", "records"}
 THIRD_PARTY_CORE = {"numpy", "xxhash"}
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from detector import options, records, verify
+from detector import options, records, vectors, verify
 from detector.cli import config_file, parser
 from detector.errors import ConfigError
 from detector.index import DEFAULT_MAX_BUCKET
@@ -51,7 +51,7 @@ OLD_OPTIONS: list[tuple[str, tuple[str, ...], Any, str, Any, Any]] = [
     ("fit-idf", ("--min-df",), 2, "int", None, None),
     ("eval", ("decisions",), None, "str", None, None),
     ("eval", ("truth",), None, "str", None, None),
-    ("eval", ("--threshold",), 0.8, "float", None, None),
+    ("eval", ("--threshold",), None, "float", None, None),
     ("eval", ("--report",), None, "str", None, None),
     ("eval", ("--json",), False, "bool", 0, None),
     ("serve", ("--bootstrap-servers",), "127.0.0.1:9092", "str", None, None),
@@ -330,7 +330,7 @@ def test_per_invocation_options_are_command_line_only() -> None:
         *("input", "output", "errors", "progress", "corpus", "decisions", "truth", "ids"),
         *("partitions", "from_beginning", "read_committed", "idle", "consumers"),
         *("latency_seconds", "latency_rate", "memory_docs", "min_df", "threshold", "report"),
-        *("json", "ids_file", "id"),
+        *("json", "ids_file", "id", "measure"),
     }
     # threshold: eval's is its own (the truth's cut), not the engine's
     assert [
@@ -379,6 +379,8 @@ def test_engine_settings_take_their_defaults_from_the_table() -> None:
     assert options.default("max-bytes") == records.DEFAULT_MAX_BYTES
     assert options.default("max-tokens") == records.DEFAULT_MAX_TOKENS
     assert options.default("max-bucket", "serve") == DEFAULT_MAX_BUCKET
+    assert options.default("cosine") == vectors.DEFAULT_COSINE
+    assert options.default("vector-recall") == vectors.DEFAULT_RECALL
 
 
 def test_detect_args_make_the_default_engine_settings() -> None:
@@ -488,7 +490,7 @@ def test_command_line_over_environment_over_file_over_default(tmp_path: Path) ->
 
 def test_eval_threshold_is_not_the_engines(tmp_path: Path) -> None:
     config = Config.load({"NEARDUP_THRESHOLD": "0.9"})
-    assert parser(config).parse_args(["eval", "d", "t"]).threshold == 0.8
+    assert parser(config).parse_args(["eval", "d", "t"]).threshold is None  # the measure's
     assert parser(config).parse_args(["detect"]).threshold == 0.9
 
 

@@ -59,15 +59,20 @@ BAD_LINES = {
     "object text": (line(text={"a": 1}), "bad_text"),
     "list text": (line(text=["a", "b"]), "bad_text"),
     "embedding of strings": (line(embedding=["0.1", "0.2"]), "bad_embedding"),
-    "embedding with NaN": (b'{"id": "a", "text": "b", "embedding": [0.1, NaN]}', "bad_embedding"),
+    "embedding with NaN": (b'{"id": "a", "text": "b", "embedding": [0.1, NaN]}', "embedding_nan"),
     "embedding with Infinity": (
         b'{"id": "a", "text": "b", "embedding": [Infinity]}',
-        "bad_embedding",
+        "embedding_infinite",
+    ),
+    "embedding with -Infinity": (
+        b'{"id": "a", "text": "b", "embedding": [0.5, -Infinity]}',
+        "embedding_infinite",
     ),
     "embedding overflowing to inf": (
         b'{"id": "a", "text": "b", "embedding": [1e999]}',
-        "bad_embedding",
+        "embedding_infinite",
     ),
+    "zero embedding": (line(embedding=[0, 0.0, -0.0]), "embedding_zero"),
     "empty embedding": (line(embedding=[]), "bad_embedding"),
     "embedding of bools": (line(embedding=[True, False]), "bad_embedding"),
     "embedding not a list": (line(embedding=0.5), "bad_embedding"),
@@ -92,11 +97,11 @@ def test_bad_input_is_a_bad_record_with_its_reason(case: str) -> None:
 
 def test_embedding_with_an_integer_too_large_for_a_float() -> None:
     """JSON integers are unbounded: 1 followed by 400 zeros is a valid JSON number that no
-    float can hold. It is a bad embedding, not an OverflowError that stops the run."""
+    float can hold. It is an infinite component, not an OverflowError that stops the run."""
     raw = b'{"id": "a", "text": "b", "embedding": [1' + b"0" * 400 + b"]}"
     with pytest.raises(BadRecord) as info:
         parse_document(raw)
-    assert info.value.reason == "bad_embedding"
+    assert info.value.reason == "embedding_infinite"
 
 
 @pytest.mark.parametrize(
@@ -238,6 +243,9 @@ def test_arbitrary_bytes_give_a_document_or_a_bad_record(raw: bytes) -> None:
             "bad_url",
             "bad_meta",
             "bad_embedding",
+            "embedding_nan",
+            "embedding_infinite",
+            "embedding_zero",
             "too_large",
         }
     else:
@@ -300,6 +308,6 @@ def test_embedding_dimensions_are_limited() -> None:
     ok = parse_document(line(embedding=[0.5] * MAX_EMBEDDING_DIM))
     assert len(ok.embedding or []) == MAX_EMBEDDING_DIM
     with pytest.raises(BadRecord) as info:
-        parse_document(line(embedding=[0] * (MAX_EMBEDDING_DIM + 1)))
+        parse_document(line(embedding=[1] * (MAX_EMBEDDING_DIM + 1)))
     assert info.value.reason == "bad_embedding"
     assert info.value.detail == f"{MAX_EMBEDDING_DIM + 1} dimensions, the limit is 16384"

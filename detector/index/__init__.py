@@ -25,6 +25,9 @@ from typing import TYPE_CHECKING, Protocol
 from ..records import VERSION_MARK, Decision
 
 if TYPE_CHECKING:  # the model's module imports xxhash; the options module must not
+    import numpy as np
+
+    from ..blocks import BlockScheme
     from ..templates import Templates
 
 DEFAULT_MAX_BUCKET = 1024
@@ -33,6 +36,12 @@ DEFAULT_MAX_BUCKET = 1024
 def version_id(doc_id: str, revision: int) -> str:
     """The name a version of a record is indexed under."""
     return doc_id if revision == 0 else f"{doc_id}{VERSION_MARK}{revision}"
+
+
+def scheme_for(space: str, text: BlockScheme, vectors: BlockScheme | None) -> BlockScheme:
+    """The block tables of a space: vectors have their own (vectors.vector_scheme), for
+    their Hamming radius follows from the cosine threshold, not from the text's."""
+    return vectors if vectors is not None and space.startswith("v") else text
 
 
 def record_of(version: str) -> tuple[str, int]:
@@ -48,8 +57,9 @@ class Entry:
     id: str  # the version's name: version_id(record id, revision)
     space: str  # fingerprints of different kinds (text, vectors of a dimension) never meet
     fingerprint: int
-    digest: str  # of the normalized token stream: equal digests are exact copies
+    digest: str  # of the normalized token stream (or the vector): equal means exact copies
     text: str  # normalized, for the literal second pass
+    vector: bytes | None = None  # a vector's stored form (vectors.pack), kept instead of text
 
 
 @dataclass(frozen=True)
@@ -109,6 +119,9 @@ class Index(Protocol):
 
     def texts(self, ids: Sequence[str]) -> dict[str, str]:
         """Normalized texts of indexed documents (those still kept)."""
+
+    def vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """Stored vectors of indexed documents (those still kept), float32 of length 1."""
 
     def decisions(self, ids: Sequence[str]) -> dict[str, Decision]:
         """Earlier decisions for these ids: a redelivered record gets the same answer."""

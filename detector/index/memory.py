@@ -24,6 +24,7 @@ from ..blocks import BlockScheme
 from ..errors import ConfigError
 from ..records import Decision
 from ..templates import MemoryTemplates
+from ..vectors import default_vector_scheme, unpack
 from . import (
     DEFAULT_MAX_BUCKET,
     Candidate,
@@ -32,6 +33,7 @@ from . import (
     Entry,
     Found,
     Query,
+    scheme_for,
     version_id,
 )
 from .texts import pack_text, unpack_text
@@ -43,6 +45,7 @@ TAIL = 4096  # fingerprints waiting unsorted: scanned by brute force, then merge
 class _Space:
     """The tables of one kind of fingerprint (text, or vectors of one dimension)."""
 
+    scheme: BlockScheme
     fps: list[int] = field(default_factory=list)  # distinct fingerprints, in insertion order
     ids: list[list[str]] = field(default_factory=list)  # documents of each fingerprint
     position: dict[int, int] = field(default_factory=dict)  # fingerprint -> index in fps
@@ -71,10 +74,12 @@ class MemoryIndex:
         namespace: str = "default",
         compress: bool = True,
         max_bucket: int = DEFAULT_MAX_BUCKET,
+        vectors: BlockScheme | None = None,
     ) -> None:
         if max_bucket < 1:
             raise ConfigError("max_bucket must be at least 1")
         self.scheme = scheme
+        self.vector_scheme = vectors or default_vector_scheme()
         self.namespace = namespace
         self.compress = compress
         self.max_bucket = max_bucket
@@ -83,13 +88,11 @@ class MemoryIndex:
         self._spaces: dict[str, _Space] = {}
         self._digests: dict[str, str] = {}
         self._texts: dict[str, bytes | str] = {}
+        self._vectors: dict[str, bytes] = {}
         self._decisions: dict[str, Decision] = {}
         self._where: dict[str, tuple[_Space, int]] = {}  # version -> its fingerprint's place
         self._digest_of: dict[str, str] = {}  # version -> the digest that names it
         self._kept: dict[str, list[str]] = {}  # id -> earlier versions kept as candidates
-        self._key_type: type[np.unsignedinteger[Any]] = (
-            np.uint32 if max(scheme.key_bits()) <= 32 else np.uint64
-        )
 
     def templates(self, threshold: int) -> MemoryTemplates:
         """The site-template model of this index's HTML pages (one per threshold)."""
@@ -118,11 +121,12 @@ class MemoryIndex:
     def _near(self, space: _Space, fingerprints: list[int]) -> list[list[Candidate]]:
         q = np.array(fingerprints, np.uint64)
         fps = space.array()
+        scheme, key_type = space.scheme, _key_type(space.scheme)
         which: list[np.ndarray] = []  # (query, position) pairs, possibly repeated
         if space.merged:
-            keys = np.array(self.scheme.keys(fingerprints), np.uint64).astype(self._key_type)
+            keys = np.array(scheme.keys(fingerprints), np.uint64).astype(key_type)
             for t, (table, members) in enumerate(zip(space.keys, space.members, strict=True)):
-                flips = self.scheme.flips[t].astype(self._key_type)  # [0] without probing
+                flips = scheme.flips[t].astype(key_type)  # [0] without probing
                 probe = (keys[:, t, None] ^ flips[None, :]).ravel()
                 hi = np.searchsorted(table, probe, "right")
                 # members of a key are in insertion order: the newest are last
@@ -135,7 +139,7 @@ class MemoryIndex:
                     which.append(np.stack((query, members[np.repeat(lo, count) + offset])))
         tail = np.arange(space.merged, len(fps))
         if len(tail):
-            query, pos = np.nonzero(np.bitwise_count(q[:, None] ^ fps[None, tail]) <= self.scheme.k)
+            query, pos = np.nonzero(np.bitwise_count(q[:, None] ^ fps[None, tail]) <= scheme.k)
             which.append(np.stack((query, tail[pos])))
         out: list[list[Candidate]] = [[] for _ in fingerprints]
         if not which:
@@ -144,7 +148,7 @@ class MemoryIndex:
         flat = np.unique(np.concatenate(which, axis=1).T @ np.array([len(fps), 1]))
         pairs = np.stack((flat // len(fps), flat % len(fps)))
         dist = np.bitwise_count(q[pairs[0]] ^ fps[pairs[1]])
-        keep = dist <= self.scheme.k
+        keep = dist <= scheme.k
         for i, pos, d in zip(
             pairs[0][keep].tolist(), pairs[1][keep].tolist(), dist[keep].tolist(), strict=True
         ):
@@ -164,14 +168,21 @@ class MemoryIndex:
                 out[i] = unpack_text(t) if isinstance(t, bytes) else t
         return out
 
+    def vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        return {i: unpack(self._vectors[i]) for i in ids if i in self._vectors}
+
     def insert(self, entries: Sequence[Entry]) -> None:
         for e in entries:
             if self._digests.setdefault(e.digest, e.id) == e.id:
                 self._digest_of[e.id] = e.digest
-            self._texts[e.id] = pack_text(e.text) if self.compress else e.text
+            if e.vector is not None:
+                self._vectors[e.id] = e.vector
+            else:
+                self._texts[e.id] = pack_text(e.text) if self.compress else e.text
             space = self._spaces.get(e.space)
             if space is None:
-                space = self._spaces[e.space] = _Space()
+                scheme = scheme_for(e.space, self.scheme, self.vector_scheme)
+                space = self._spaces[e.space] = _Space(scheme)
             pos = space.position.get(e.fingerprint)
             if pos is None:
                 pos = space.position[e.fingerprint] = len(space.fps)
@@ -187,13 +198,14 @@ class MemoryIndex:
     def _merge(self, space: _Space) -> None:
         """Move the tail into the sorted tables (a linear merge per table)."""
         new = np.arange(space.merged, len(space.fps), dtype=np.uint32)
-        keys = np.array(self.scheme.keys(space.fps[space.merged :]), np.uint64)
+        scheme, key_type = space.scheme, _key_type(space.scheme)
+        keys = np.array(scheme.keys(space.fps[space.merged :]), np.uint64)
         if not space.keys:
-            space.keys = [np.zeros(0, self._key_type) for _ in self.scheme.tables]
-            space.members = [np.zeros(0, np.uint32) for _ in self.scheme.tables]
-        for t in range(len(self.scheme.tables)):
+            space.keys = [np.zeros(0, key_type) for _ in scheme.tables]
+            space.members = [np.zeros(0, np.uint32) for _ in scheme.tables]
+        for t in range(len(scheme.tables)):
             order = np.argsort(keys[:, t], kind="stable")
-            add = keys[order, t].astype(self._key_type)
+            add = keys[order, t].astype(key_type)
             at = np.searchsorted(space.keys[t], add, "right")
             space.keys[t] = np.insert(space.keys[t], at, add)
             space.members[t] = np.insert(space.members[t], at, new[order])
@@ -229,6 +241,7 @@ class MemoryIndex:
         fingerprint stays in the tables (sorted arrays are not worth rewriting for one
         document) but names it no more."""
         self._texts.pop(version, None)
+        self._vectors.pop(version, None)
         place = self._where.pop(version, None)
         if place is not None:
             space, pos = place
@@ -255,10 +268,16 @@ class MemoryIndex:
 
     def stats(self) -> dict[str, int]:
         return {
-            "documents": len(self._texts),
+            "documents": len(self._texts) + len(self._vectors),
+            "vectors": len(self._vectors),
             "fingerprints": sum(len(s.fps) for s in self._spaces.values()),
             "table_bytes": sum(
                 a.nbytes for s in self._spaces.values() for a in (*s.keys, *s.members)
             ),
             "text_bytes": sum(len(t) for t in self._texts.values()),
+            "vector_bytes": sum(len(v) for v in self._vectors.values()),
         }
+
+
+def _key_type(scheme: BlockScheme) -> type[np.unsignedinteger[Any]]:
+    return np.uint32 if max(scheme.key_bits()) <= 32 else np.uint64

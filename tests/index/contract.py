@@ -2,7 +2,8 @@
 once. pytest does not collect this module; a suite runs it by subclassing IndexContract
 in a test module that provides three fixtures:
 
-  make_index  a factory of fresh, empty indexes: make_index(scheme=DEFAULT, max_bucket=...)
+  make_index  a factory of fresh, empty indexes: make_index(scheme=DEFAULT, max_bucket=...,
+              vectors=None), vectors: the scheme of vector spaces (None: the default)
   scheme      the BlockScheme of the lookup tests (parametrize it over what to check)
   unmerged    how many entries a lookup may read beyond a bucket's newest max_bucket (the
               memory index's unsorted tail, which is scanned whole); 0 for Redis
@@ -20,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from itertools import pairwise
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
@@ -30,6 +32,7 @@ from detector.index import Commit, Entry, Found, Index, Query
 from detector.index.memory import MemoryIndex
 from detector.records import Decision
 from detector.settings import EngineSettings
+from detector.vectors import default_vector_scheme, pack, units
 
 from ..helpers import (
     SAMPLE,
@@ -207,7 +210,7 @@ class IndexContract:
         """Text fingerprints and vector fingerprints of each dimension are separate spaces."""
         scheme = BlockScheme.parse(spec)
         stored = data.draw(clustered(scheme.k, max_size=20))
-        index = make_index(scheme)
+        index = make_index(scheme, vectors=scheme)
         add(index, [entry(f"t{i}", fp, digest=f"d{i}") for i, fp in enumerate(stored)])
         found = index.lookup([Query("v8", fp, "x") for fp in stored])
         assert all(f.candidates == [] for f in found)
@@ -218,6 +221,46 @@ class IndexContract:
         assert all(f.candidates for f in found)
         for fp, f in zip(stored, found, strict=True):
             assert candidates(f) == brute_force(vectors, fp, scheme.k, space="v8")
+
+    @fixtured(max_examples=10)
+    @given(data=st.data())
+    def test_vector_spaces_have_their_own_tables(
+        self, make_index: MakeIndex, data: st.DataObject
+    ) -> None:
+        """Text within the text scheme's k, vectors within the vector scheme's (wider)."""
+        text, vectors = MANKU_4, default_vector_scheme()
+        stored = data.draw(clustered(vectors.k, max_size=30))
+        index = make_index(text, vectors=vectors)
+        entries = [entry(f"t{i}", fp) for i, fp in enumerate(stored)]
+        entries += [entry(f"v{i}", fp, space="v3") for i, fp in enumerate(stored)]
+        add(index, entries)
+        found = index.lookup([Query(s, fp, "x") for s in ("t", "v3") for fp in stored])
+        for (s, fp), f in zip([(s, fp) for s in ("t", "v3") for fp in stored], found, strict=True):
+            k = vectors.k if s == "v3" else text.k
+            assert candidates(f) == brute_force(entries, fp, k, space=s)
+
+    def test_vectors_are_kept_instead_of_texts_and_forgotten_with_them(
+        self, make_index: MakeIndex
+    ) -> None:
+        index = make_index()
+        rng = np.random.default_rng(3)
+        unit = units(rng.standard_normal((3, 384)))
+        entries = [
+            Entry(f"v{i}", "v384", i, f"vd{i}", "", pack(v, form))
+            for i, (v, form) in enumerate(zip(unit, ("int8", "float16", "int8"), strict=True))
+        ]
+        add(index, entries)
+        got = index.vectors(["v0", "v1", "v2", "nope"])
+        assert sorted(got) == ["v0", "v1", "v2"]
+        for i, v in enumerate(unit):
+            assert got[f"v{i}"].dtype == np.float32
+            assert abs(float(np.linalg.norm(got[f"v{i}"])) - 1) < 1e-5
+            assert float(got[f"v{i}"] @ v) > 0.9999
+        assert index.texts(["v0", "v1"]) == {}  # a vector, not a text, is what is kept
+        assert index.delete(["v1"]) == ["v1"]
+        assert sorted(index.vectors(["v0", "v1", "v2"])) == ["v0", "v2"]
+        (found,) = index.lookup([Query("v384", 1, "vd1")])
+        assert found.exact is None and {c.id for c in found.candidates} == {"v0", "v2"}
 
     def test_an_empty_index_answers_empty(self, make_index: MakeIndex) -> None:
         index = make_index()

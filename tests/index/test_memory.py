@@ -31,8 +31,12 @@ def make_index(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) 
     if request.param is not None:
         monkeypatch.setattr(memory_module, "TAIL", request.param)
 
-    def make(scheme: BlockScheme = DEFAULT, max_bucket: int = DEFAULT_MAX_BUCKET) -> Index:
-        return MemoryIndex(scheme, "contract", max_bucket=max_bucket)
+    def make(
+        scheme: BlockScheme = DEFAULT,
+        max_bucket: int = DEFAULT_MAX_BUCKET,
+        vectors: BlockScheme | None = None,
+    ) -> Index:
+        return MemoryIndex(scheme, "contract", max_bucket=max_bucket, vectors=vectors)
 
     return make
 

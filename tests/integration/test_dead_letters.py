@@ -46,12 +46,13 @@ BAD: list[tuple[str, bytes | None, str]] = [
     ("meta not an object", b'{"id": "bad-meta", "text": "t", "meta": [1]}', "bad_meta"),
     ("embedding of strings", b'{"id": "e1", "text": "t", "embedding": ["a"]}', "bad_embedding"),
     ("empty embedding", b'{"id": "e2", "text": "t", "embedding": []}', "bad_embedding"),
-    ("NaN in embedding", b'{"id": "e3", "text": "t", "embedding": [1, NaN]}', "bad_embedding"),
-    ("inf in embedding", b'{"id": "e4", "text": "t", "embedding": [1e999]}', "bad_embedding"),
+    ("NaN in embedding", b'{"id": "e3", "text": "t", "embedding": [1, NaN]}', "embedding_nan"),
+    ("inf in embedding", b'{"id": "e4", "text": "t", "embedding": [1e999]}', "embedding_infinite"),
+    ("zero embedding", b'{"id": "e8", "text": "t", "embedding": [0, 0.0]}', "embedding_zero"),
     (
         "huge integer in embedding",
         b'{"id": "e7", "text": "t", "embedding": [1%s]}' % (b"0" * 400),
-        "bad_embedding",
+        "embedding_infinite",
     ),
     ("bool in embedding", b'{"id": "e5", "text": "t", "embedding": [true]}', "bad_embedding"),
     ("embedding object", b'{"id": "e6", "text": "t", "embedding": {"x": 1}}', "bad_embedding"),
@@ -62,7 +63,7 @@ BAD: list[tuple[str, bytes | None, str]] = [
     ),
 ]
 BAD_IDS = {"trunc", "latin1", "in-array", "no-text", "null-text", "list-text", "bad-url"}
-BAD_IDS |= {"bad-meta", "e1", "e2", "e3", "e4", "e5", "e6", "e7", "too-big", "sur-text"}
+BAD_IDS |= {"bad-meta", "e1", "e2", "e3", "e4", "e5", "e6", "e7", "e8", "too-big", "sur-text"}
 
 
 def good_records(count: int, tag: str) -> list[dict[str, Any]]:

@@ -34,10 +34,14 @@ def make_index(request: pytest.FixtureRequest) -> Iterator[MakeIndex]:
     made: list[str] = []
     client: Any = redis_client() if request.param == "server" else cluster_client()
 
-    def make(scheme: BlockScheme = DEFAULT, max_bucket: int = DEFAULT_MAX_BUCKET) -> Index:
+    def make(
+        scheme: BlockScheme = DEFAULT,
+        max_bucket: int = DEFAULT_MAX_BUCKET,
+        vectors: BlockScheme | None = None,
+    ) -> Index:
         name = unique("index")
         made.append(name)
-        return RedisIndex(client, scheme, name, max_bucket=max_bucket)
+        return RedisIndex(client, scheme, name, max_bucket=max_bucket, vectors=vectors)
 
     try:
         yield make

@@ -16,7 +16,8 @@ from redis.cluster import RedisCluster
 from ...blocks import BlockScheme
 from ...errors import BackendUnavailable, ConfigError
 from ...records import Decision
-from .. import DEFAULT_MAX_BUCKET, Candidate, Commit, Committed, Found, Query
+from ...vectors import default_vector_scheme, unpack
+from .. import DEFAULT_MAX_BUCKET, Candidate, Commit, Committed, Found, Query, scheme_for
 from ..texts import pack_text, unpack_text
 from . import lua
 from .cluster import Batch
@@ -49,6 +50,14 @@ class Snapshot:
     oldest_pending: str
 
 
+def _by_space(spaces: Sequence[str]) -> dict[str, list[int]]:
+    """Positions grouped by fingerprint space, in order within a group."""
+    out: dict[str, list[int]] = {}
+    for i, space in enumerate(spaces):
+        out.setdefault(space, []).append(i)
+    return out
+
+
 def _by_shard(shards: np.ndarray) -> list[list[int]]:
     """Positions grouped by shard, in order within a group."""
     order = np.argsort(shards, kind="stable")
@@ -72,12 +81,14 @@ class RedisIndex(Maintenance):
         retention: int = 0,
         max_bucket: int = DEFAULT_MAX_BUCKET,
         observe: Callable[[float], None] | None = None,
+        vectors: BlockScheme | None = None,
     ) -> None:
         self.layout = Layout(namespace)
         if retention < 0 or text_ttl < 0 or decision_ttl < 0 or max_bucket < 1:
             raise ConfigError("retention and TTLs must be >= 0 and max_bucket >= 1")
         self.client = client
         self.scheme = scheme
+        self.vector_scheme = vectors or default_vector_scheme()
         self.namespace = namespace
         self.prefix = self.layout.prefix
         self.retention = retention
@@ -99,22 +110,33 @@ class RedisIndex(Maintenance):
         """One bucket's name (the tests look into buckets by it)."""
         return self.layout.bucket(space, table, key)
 
-    def _probed_buckets(self, queries: Sequence[Query]) -> tuple[list[str], np.ndarray, int]:
-        """The buckets a lookup reads, query by query: their names, shards, and how many
-        a query reads."""
-        fps = [q.fingerprint for q in queries]
-        if self.scheme.radius:  # every key within the radius of each table's own
-            rows = self.scheme.probes(fps)
-            per = len(rows[0])
-            tables = np.array([t for row in rows for t, _ in row])
-            keys = np.array([k for row in rows for _, k in row], np.uint64)
-        else:
-            array = self.scheme.key_array(fps)
-            per = array.shape[1]
-            tables, keys = np.tile(np.arange(per), len(fps)), array.ravel()
-        spaces = [q.space for q in queries for _ in range(per)]
-        names, shards = self.layout.buckets(spaces, tables, keys)
-        return names, shards, per
+    def scheme_for(self, space: str) -> BlockScheme:
+        return scheme_for(space, self.scheme, self.vector_scheme)
+
+    def _probed_buckets(self, queries: Sequence[Query]) -> tuple[list[str], np.ndarray, list[int]]:
+        """The buckets a lookup reads, query by query: their names, shards, and where each
+        query's buckets start in them (and a last entry where the last one's end)."""
+        groups = _by_space([q.space for q in queries])
+        probed = {}  # space -> (tables, keys), one row per query of the space
+        counts = np.zeros(len(queries), np.intp)
+        for space, rows in groups.items():
+            scheme = self.scheme_for(space)
+            own = scheme.key_array([queries[i].fingerprint for i in rows])
+            # every key within the radius of each table's own (flips[t][0] = 0: the key)
+            flips = scheme.flips
+            keys = np.concatenate([own[:, t, None] ^ f[None, :] for t, f in enumerate(flips)], 1)
+            tables = np.concatenate([np.full(len(f), t) for t, f in enumerate(flips)])
+            probed[space] = (np.broadcast_to(tables, keys.shape), keys)
+            counts[rows] = keys.shape[1]
+        starts = np.concatenate(([0], np.cumsum(counts)))
+        all_tables = np.zeros(starts[-1], np.int64)
+        all_keys = np.zeros(starts[-1], np.uint64)
+        all_spaces = np.empty(starts[-1], object)
+        for space, (tables, keys) in probed.items():
+            at = (starts[groups[space]][:, None] + np.arange(keys.shape[1])[None, :]).ravel()
+            all_tables[at], all_keys[at], all_spaces[at] = tables.ravel(), keys.ravel(), space
+        names, shards = self.layout.buckets(all_spaces.tolist(), all_tables, all_keys)
+        return names, shards, starts.tolist()
 
     def _batch(self) -> Batch:
         return Batch(self.client)
@@ -157,6 +179,7 @@ class RedisIndex(Maintenance):
             "layout": LAYOUT,
             "version": version,
             "scheme": self.scheme.name,
+            "vectors": self.vector_scheme.name,
             "retention": str(self.retention),
         }
         have = self.meta()
@@ -165,7 +188,7 @@ class RedisIndex(Maintenance):
                 f"index {self.namespace!r} was written in an older key layout; "
                 "index its documents again under a new --index name"
             )
-        if not have:
+        if not have or "vectors" not in have:  # an index made before vectors had tables
             for field, value in want.items():
                 self._call(self.client.hsetnx, meta, field, value)
             have = self.meta()
@@ -173,6 +196,7 @@ class RedisIndex(Maintenance):
             "layout": "key layout",
             "version": "fingerprints of",
             "scheme": "block scheme",
+            "vectors": "block scheme for vectors",
             "retention": "retention (seconds)",
         }
         for field, value in want.items():
@@ -208,8 +232,13 @@ class RedisIndex(Maintenance):
             raise ConfigError(
                 f"index {namespace!r} is in key layout {meta.get('layout', '1')}, not {LAYOUT}"
             )
+        vectors = meta.get("vectors")
         index = cls(
-            client, BlockScheme.parse(meta["scheme"]), namespace, retention=int(meta["retention"])
+            client,
+            BlockScheme.parse(meta["scheme"]),
+            namespace,
+            retention=int(meta["retention"]),
+            vectors=BlockScheme.parse(vectors) if vectors else None,
         )
         index.bind(meta["version"])
         return index
@@ -227,7 +256,7 @@ class RedisIndex(Maintenance):
         self._mark = snap.seq
         if snap.oldest_pending:
             self._repair(snap.oldest_pending)
-        names, shards, per = self._probed_buckets(queries)
+        names, shards, starts = self._probed_buckets(queries)
         groups = _by_shard(shards)
         dhs = [digest_hash(q.digest) for q in queries]
         batch = self._batch()
@@ -250,19 +279,18 @@ class RedisIndex(Maintenance):
         exact: list[int | None] = []
         for at, (q, dh, dg) in enumerate(zip(queries, dhs, digests, strict=True)):
             found: dict[int, int] = {}
-            raw = b"".join(v[-tail:] for v in buckets[at * per : (at + 1) * per] if v)
+            k = self.scheme_for(q.space).k
+            raw = b"".join(v[-tail:] for v in buckets[starts[at] : starts[at + 1]] if v)
             if raw:
                 e = np.frombuffer(raw, ENTRY)
-                keep = (np.bitwise_count(e["fp"] ^ np.uint64(q.fingerprint)) <= self.scheme.k) & (
+                keep = (np.bitwise_count(e["fp"] ^ np.uint64(q.fingerprint)) <= k) & (
                     e["num"] > snap.cutoff
                 )
                 found.update(zip(e["num"][keep].tolist(), e["fp"][keep].tolist(), strict=True))
             ex = int(dg) if dg is not None else None
             if len(snap.log):
                 mine = snap.log["space"] == q.space.encode()
-                close = mine & (
-                    np.bitwise_count(snap.log["fp"] ^ np.uint64(q.fingerprint)) <= self.scheme.k
-                )
+                close = mine & (np.bitwise_count(snap.log["fp"] ^ np.uint64(q.fingerprint)) <= k)
                 found.update(
                     zip(log_nums[close].tolist(), snap.log["fp"][close].tolist(), strict=True)
                 )
@@ -313,6 +341,24 @@ class RedisIndex(Maintenance):
         out = {}
         for group, got in zip(by_shard.values(), self._call(batch.execute), strict=True):
             out.update({i: unpack_text(r) for i, r in zip(group, got, strict=True) if r})
+        return out
+
+    def vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        return {i: unpack(v) for i, v in self.packed_vectors(ids).items()}
+
+    def packed_vectors(self, ids: Sequence[str]) -> dict[str, bytes]:
+        if not ids:
+            return {}
+        by_shard: dict[int, list[str]] = {}
+        for i in dict.fromkeys(ids):
+            by_shard.setdefault(text_shard(i), []).append(i)
+        batch = self._batch()
+        for group in by_shard.values():
+            keys = [self.layout.vector(i) for i in group]
+            batch.add(keys[0], "MGET", *keys)
+        out = {}
+        for group, got in zip(by_shard.values(), self._call(batch.execute), strict=True):
+            out.update({i: bytes(r) for i, r in zip(group, got, strict=True) if r})
         return out
 
     def decisions(self, ids: Sequence[str]) -> dict[str, Decision]:
@@ -414,7 +460,8 @@ class RedisIndex(Maintenance):
             if e is None:
                 continue
             mine = log["space"] == e.space.encode()
-            close = np.bitwise_count(log["fp"] ^ np.uint64(e.fingerprint)) <= self.scheme.k
+            k = self.scheme_for(e.space).k
+            close = np.bitwise_count(log["fp"] ^ np.uint64(e.fingerprint)) <= k
             if np.any(mine & (close | (log["dh"] == np.void(dhs[i])))):
                 return i
         return len(indexing)
@@ -428,8 +475,12 @@ class RedisIndex(Maintenance):
         batch = self._batch()
         expiry = ("EX", self.text_ttl) if self.text_ttl else ()
         for i in at:
-            key = self.layout.text(indexing[i].id)
-            batch.add(key, "SET", key, pack_text(indexing[i].text), "NX", *expiry)
+            e = indexing[i]
+            if e.vector is not None:  # a vector is kept instead of its text
+                key, value = self.layout.vector(e.id), e.vector
+            else:
+                key, value = self.layout.text(e.id), pack_text(e.text)
+            batch.add(key, "SET", key, value, "NX", *expiry)
         return {i for i, ok in zip(at, self._call(batch.execute), strict=True) if ok}
 
     def _drop_texts(self, ids: Sequence[str]) -> None:
@@ -437,23 +488,31 @@ class RedisIndex(Maintenance):
             batch = self._batch()
             for i in ids:
                 key = self.layout.text(i)
-                batch.add(key, "DEL", key)
+                batch.add(key, "DEL", key, self.layout.vector(i))
             self._call(batch.execute)
 
     def _apply(self, docs: Sequence[tuple[int, int, str, bytes]], member: str) -> None:
         """Step 4: the committed documents into the shards, then off the pending set."""
-        keys = self.scheme.key_array([fp for _, fp, _, _ in docs])
-        per = keys.shape[1]
-        spaces = [space for _, _, space, _ in docs for _ in range(per)]
+        owners: list[int] = []  # the document of each bucket entry
+        tables: list[np.ndarray] = []
+        keys: list[np.ndarray] = []
+        spaces: list[str] = []
+        for space, rows in _by_space([space for _, _, space, _ in docs]).items():
+            array = self.scheme_for(space).key_array([docs[i][1] for i in rows])
+            per = array.shape[1]
+            owners += [i for i in rows for _ in range(per)]
+            tables.append(np.tile(np.arange(per), len(rows)))
+            keys.append(array.ravel())
+            spaces += [space] * array.size
         names, bucket_shards = self.layout.buckets(
-            spaces, np.tile(np.arange(per), len(docs)), keys.ravel()
+            spaces, np.concatenate(tables), np.concatenate(keys)
         )
         entries = [fp.to_bytes(8, "little") + num.to_bytes(4, "little") for num, fp, _, _ in docs]
         shards: dict[int, tuple[list[str], list[bytes], list[str], list[Any]]] = {}
         for group in _by_shard(bucket_shards):
             shards[int(bucket_shards[group[0]])] = (
                 [names[i] for i in group],
-                [entries[i // per] for i in group],
+                [entries[owners[i]] for i in group],
                 [],
                 [],
             )

@@ -7,7 +7,8 @@ The keys the commit must read and write atomically share the hash tag {NAME}, on
 server the keys are the same.
 
   coordinator, nd:{NAME}:
-    meta              hash    layout, fingerprint version, block scheme, retention
+    meta              hash    layout, fingerprint version, block schemes (text, vectors),
+                              retention
     seq               string  number of the last committed document
     log               string  LOG entries (fingerprint, digest hash, space) of documents
                               logbase+1 .. seq: the recent ones, read by lookups until the
@@ -34,6 +35,8 @@ server the keys are the same.
                                   8 little endian, number 4), oldest first
     dg:{H[:2]}        hash    H[2:] -> number; H is the 16-byte hash of a token-stream digest
     tx:{VERSION}      string  LZ4 of the normalized text (literal pass), by version name
+    vx:{VERSION}      string  a record's vector instead (vectors.pack: int8 or float16), in
+                              the shard of its text; the same expiry and deletes
     tp:{HOST}         string  a bitmap of (URL, line) pairs counted (templates.pair_bit) and
     tc:{HOST}         hash    line key (8 bytes) -> URLs it was counted on: the site-template
                               model of HOST (xxh3 hex of the host name); index.redis.templates
@@ -149,6 +152,9 @@ class Layout:
 
     def text(self, doc_id: str) -> str:
         return f"{self.shard_prefix(text_shard(doc_id))}tx:{doc_id}"
+
+    def vector(self, doc_id: str) -> str:
+        return f"{self.shard_prefix(text_shard(doc_id))}vx:{doc_id}"
 
 
 @dataclass(frozen=True)

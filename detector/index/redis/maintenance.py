@@ -4,6 +4,7 @@ mixin of RedisIndex, which provides the round trips and the decide path it works
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -42,6 +43,8 @@ class Maintenance:
         def _snapshot(self) -> Snapshot: ...
         def _commit(self, items: Sequence[Commit], dhs: list[bytes]) -> Committed: ...
         def texts(self, ids: Sequence[str]) -> dict[str, str]: ...
+        def packed_vectors(self, ids: Sequence[str]) -> dict[str, bytes]: ...
+        def scheme_for(self, space: str) -> BlockScheme: ...
 
     # ------------------------------------------------------------------ retention
 
@@ -64,9 +67,9 @@ class Maintenance:
         batch = self._batch()
         for name in dict.fromkeys([*texts, *(v.name for v in versions)]):
             text = self.layout.text(name)
-            batch.add(text, "DEL", text)
+            batch.add(text, "DEL", text, self.layout.vector(name))
         for v in versions:
-            for t, key in enumerate(self.scheme.keys([v.fingerprint])[0]):
+            for t, key in enumerate(self.scheme_for(v.space).keys([v.fingerprint])[0]):
                 bucket = self.layout.bucket(v.space, t, key)
                 batch.add(bucket, "EVAL", lua.FILTER_BUCKET, 1, bucket, v.num)
             digests = self.layout.digest(v.digest_hash)
@@ -136,6 +139,7 @@ class Maintenance:
             keys = [self.layout.decision(record_of(name)[0]) for name in ids]
             values = self._call(self.client.mget, keys)
             texts = self.texts(ids)
+            vectors = self.packed_vectors(ids)
             for name, value in zip(ids, values, strict=True):
                 stored = parse_decision(value) if value else None
                 if stored is None or stored.current is None or stored.current.name != name:
@@ -144,13 +148,17 @@ class Maintenance:
                     "decision": stored.decision.to_dict(),
                     "digest": stored.decision.digest,
                 }
-                if name in texts:  # else its text expired: it can no longer be verified
+                # else its text (or vector) expired: it can no longer be verified
+                if name in texts or name in vectors:
                     record.update(
                         id=name,
                         space=stored.current.space,
                         digest_hash=stored.current.digest_hash.hex(),
-                        text=texts[name],
                     )
+                    if name in vectors:
+                        record["vector"] = base64.b64encode(vectors[name]).decode("ascii")
+                    else:
+                        record["text"] = texts[name]
                 yield record
         batch: list[bytes] = []
         for key in self.client.scan_iter(match=self.layout.decision("*"), count=1000):
@@ -188,8 +196,13 @@ class Maintenance:
         items, dhs = [], []
         for r in records:
             d = Decision.from_dict(r["decision"], digest=r.get("digest", ""))
-            indexed = "text" in r
-            entry = Entry(r["id"], r["space"], d.fingerprint, "", r["text"]) if indexed else None
+            indexed = "text" in r or "vector" in r
+            vector = base64.b64decode(r["vector"]) if "vector" in r else None
+            entry = (
+                Entry(r["id"], r["space"], d.fingerprint, "", r.get("text", ""), vector)
+                if indexed
+                else None
+            )
             items.append(Commit(d, entry))
             dhs.append(bytes.fromhex(r["digest_hash"]) if indexed else b"")
         self._mark = int(self._call(self.client.get, self.layout.seq) or 0)
