@@ -106,9 +106,6 @@ class Detector:
         wanted: tuple[set[str], set[str]] = set(), set()  # texts, vectors
         for p, f in zip(prints, found, strict=True):
             wanted[p.vector is not None].update(c.id for c in f.candidates[: self.max_candidates])
-            if p.vector is not None:
-                self.vector_lookups += 1
-                self.vector_candidates += len(f.candidates)
         texts, vectors = (sorted(w - self.literal.cached_ids(w)) for w in wanted)
         self.literal.load(self.index.texts(texts))
         self.literal.load_vectors(self.index.vectors(vectors))
@@ -146,6 +143,9 @@ class Detector:
                     if j in indexed and other(indexed[j])
                 ]
                 stored = [c for c in f.candidates if other(c.id)]
+                if p.vector is not None:
+                    self.vector_lookups += 1
+                    self.vector_candidates += len(stored) + len(local)
                 d = self._verify(doc, p, stored + local, prints, positions)
                 vector = p.packed if p.vector is not None else None
                 entry = Entry(version, p.space, p.fingerprint, p.digest, p.text, vector)

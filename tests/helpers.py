@@ -39,6 +39,11 @@ STREAM_2K_TRUTH = DATA / "stream-2k-truth.jsonl.gz"
 # syndicated copies of them (25 true near-duplicates)
 HTML_SAMPLE = DATA / "html-sample.jsonl.gz"
 HTML_SAMPLE_TRUTH = DATA / "html-sample-truth.jsonl.gz"
+# 388 records of the embedding dev stream (all-MiniLM-L6-v2, 384 dimensions): 250 passages
+# and every later copy and variant of them; the truth's max_cosine_earlier is the sample's
+# own (120 records reach 0.9)
+EMBED_SAMPLE = DATA / "embed-sample.jsonl.gz"
+EMBED_SAMPLE_TRUTH = DATA / "embed-sample-truth.jsonl.gz"
 
 
 def write_jsonl(path: Path, records: Iterable[Any], gz: bool = False) -> Path:
