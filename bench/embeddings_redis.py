@@ -22,12 +22,12 @@ from _common import ROOT, SHARED_DATA
 
 sys.path.insert(0, str(ROOT))
 
-import redis  # noqa: E402
+import redis
 
-from detector.bench import key_families  # noqa: E402
-from detector.index.redis import RedisIndex  # noqa: E402
-from detector.records import parse_document  # noqa: E402
-from detector.settings import EngineSettings  # noqa: E402
+from detector.bench import key_families
+from detector.index.redis import RedisIndex
+from detector.records import parse_document
+from detector.settings import EngineSettings
 
 DEFAULTS = (SHARED_DATA / "embed-dev-stream.jsonl.gz", ROOT / "tests/data/embed-sample.jsonl.gz")
 
