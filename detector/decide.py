@@ -18,7 +18,7 @@ from .extract import texts as texts_of
 from .index import Candidate, Commit, Entry, Index, Query, record_of, scheme_for, version_id
 from .records import Decision, Document
 from .retry import CONFLICTS
-from .vectors import default_vector_scheme, unpack
+from .vectors import default_vector_scheme
 from .verify import LiteralCheck, cosine, jaccard
 
 
@@ -88,7 +88,7 @@ class Detector:
                 if item.entry is not None:  # recent documents are the likeliest originals
                     p = prints[start + i]
                     # a vector as the index keeps it: every comparison sees the same one
-                    kept = p.shingles if p.vector is None else unpack(p.packed)
+                    kept = p.shingles if p.stored is None else p.stored
                     self.literal.remember(item.entry.id, kept)
             if len(out) < len(docs):
                 self.conflicts += 1
@@ -204,7 +204,7 @@ class Detector:
             theirs: np.ndarray | None
             if c.id in in_batch:
                 b = batch[in_batch[c.id]]
-                theirs = b.shingles if b.vector is None else unpack(b.packed)
+                theirs = b.shingles if b.stored is None else b.stored
             else:
                 theirs = self.literal.get(c.id)
             if theirs is None:  # evicted from the cache since the batch's prefetch

@@ -17,7 +17,7 @@ from .normalize import non_starters, normalize
 from .records import Document
 from .simhash import hyperplanes, simhash, simhash_vectors
 from .tokenize import char_classes
-from .vectors import digest, pack, space, units
+from .vectors import digest, pack, pack_rows, space, units
 from .verify import shingle_sets
 
 TEXT_SPACE = "t"
@@ -34,6 +34,7 @@ class Print:
     shingles: np.ndarray  # for the literal pass: sorted distinct word-shingle hashes
     vector: np.ndarray | None = None  # a record's embedding, float32 of length 1
     packed: bytes = b""  # the vector's stored form (vectors.pack)
+    stored: np.ndarray | None = None  # and that form read back (vectors.unpack)
 
 
 class Engine:
@@ -64,32 +65,41 @@ class Engine:
         has them already. A record with an embedding is decided on its vector alone."""
         if texts is None:
             texts = [normalize(d.text) for d in docs]
+        plain: list[int] = []
         vectors: dict[int, list[int]] = {}  # dimension -> positions of its records
         for i, doc in enumerate(docs):
-            if doc.embedding is not None:
+            if doc.embedding is None:
+                plain.append(i)
+            else:
                 vectors.setdefault(len(doc.embedding), []).append(i)
-        if vectors:
-            texts = list(texts)
-            for rows in vectors.values():
-                for i in rows:
-                    texts[i] = ""
+        prints: list[Print] = [_NO_PRINT] * len(docs)
+        if plain:
+            for i, p in zip(plain, self._text_prints([texts[i] for i in plain]), strict=True):
+                prints[i] = p
+        for dim, rows in vectors.items():
+            unit = units(np.array([docs[i].embedding for i in rows]))
+            fps = simhash_vectors(unit, self._planes(dim)).tolist()
+            packed, stored = pack_rows(unit, self.vector_storage)
+            for n, i in enumerate(rows):
+                v, s = unit[n], stored[n]
+                prints[i] = Print(space(dim), fps[n], digest(v), "", _NONE, v, packed[n], s)
+        return prints
+
+    def _text_prints(self, texts: list[str]) -> list[Print]:
         features = self.featurizer.batch(texts)
         fps = simhash(features).tolist()
         tokens = features.tokens
         bounds = tokens.bounds()
         digests = _digests(tokens.key, tokens.doc, bounds)
         shingles = shingle_sets(tokens.key, bounds, self.literal_shingle)
-        prints = [
+        return [
             Print(TEXT_SPACE, fp, dg, text, sh)
             for fp, dg, text, sh in zip(fps, digests, texts, shingles, strict=True)
         ]
-        for dim, rows in vectors.items():
-            unit = units(np.array([docs[i].embedding for i in rows]))
-            planes = self._planes(dim)
-            for i, v, fp in zip(rows, unit, simhash_vectors(unit, planes).tolist(), strict=True):
-                packed = pack(v, self.vector_storage)
-                prints[i] = Print(space(dim), fp, digest(v), "", shingles[i], v, packed)
-        return prints
+
+
+_NONE = np.zeros(0, np.uint64)  # a vector's shingles: it has none
+_NO_PRINT = Print("", 0, "", "", _NONE)
 
 
 def _digests(keys: np.ndarray, doc: np.ndarray, bounds: np.ndarray) -> list[str]:

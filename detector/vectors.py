@@ -61,6 +61,25 @@ def pack(v: np.ndarray, storage: str = "int8") -> bytes:
     return _INT8 + np.array([scale], "<f4").tobytes() + q.tobytes()
 
 
+def pack_rows(rows: np.ndarray, storage: str = "int8") -> tuple[list[bytes], np.ndarray]:
+    """pack() of every row of a batch at once, and the rows as unpack() reads them back."""
+    if storage == "float16":
+        half = rows.astype("<f2")
+        back = half.astype(np.float32)
+        return [_FLOAT16 + r.tobytes() for r in half], _normalized(back)
+    if storage != "int8":
+        raise ConfigError(f"vector storage must be one of {STORAGE}, not {storage!r}")
+    scale = (np.abs(rows).max(axis=1) / 127.0).astype("<f4")
+    q = np.rint(rows / scale[:, None]).astype(np.int8)
+    blobs = [_INT8 + s.tobytes() + r.tobytes() for s, r in zip(scale, q, strict=True)]
+    return blobs, _normalized(q.astype(np.float32) * scale[:, None])
+
+
+def _normalized(rows: np.ndarray) -> np.ndarray:
+    out: np.ndarray = rows / np.linalg.norm(rows, axis=1, keepdims=True).astype(np.float32)
+    return out
+
+
 def unpack(blob: bytes) -> np.ndarray:
     """A stored vector as float32 of length 1 (rounding moved it off the unit sphere)."""
     if blob[:1] == _FLOAT16:
@@ -70,7 +89,7 @@ def unpack(blob: bytes) -> np.ndarray:
         v = np.frombuffer(blob, np.int8, offset=5).astype(np.float32) * scale
     else:
         raise ValueError(f"not a stored vector (form {blob[:1]!r})")
-    out: np.ndarray = v / np.float32(np.linalg.norm(v))
+    out: np.ndarray = _normalized(v[None, :])[0]  # as pack_rows reads it: bit for bit
     return out
 
 

@@ -23,6 +23,7 @@ from detector.vectors import (
     default_vector_scheme,
     hamming_radius,
     pack,
+    pack_rows,
     units,
     unpack,
     vector_scheme,
@@ -259,6 +260,17 @@ def test_stored_vectors_are_compact_and_close(form: str, size: int, error: float
         assert len(blob) == size
         back = unpack(blob)
         assert abs(float(back @ w) - float(v @ w)) < error
+
+
+@pytest.mark.parametrize("form", ["int8", "float16"])
+def test_a_batch_is_packed_as_each_vector_is_and_read_back_bit_for_bit(form: str) -> None:
+    """The cosine pass compares with a batch's own stored forms and with the index's:
+    they must be the same floats, or a decision would depend on where a vector came from."""
+    rng = np.random.default_rng(8)
+    rows = units(rng.standard_normal((50, 384)) * rng.uniform(0.01, 100, (50, 1)))
+    blobs, stored = pack_rows(rows, form)
+    assert blobs == [pack(r, form) for r in rows]
+    assert all(np.array_equal(unpack(b), s) for b, s in zip(blobs, stored, strict=True))
 
 
 def test_the_cli_scores_a_cosine_truth_and_reports_it(
