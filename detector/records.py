@@ -7,9 +7,12 @@ import json
 import math
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
+
+if TYPE_CHECKING:
+    import numpy as np
 
 from .errors import BadRecord
 
@@ -35,7 +38,7 @@ class Document:
     id: str
     text: str
     url: str | None = None
-    embedding: list[float] | None = None
+    embedding: np.ndarray | list[float] | None = None  # parsed: float64
     meta: dict[str, Any] | None = None
     # `version` (a number) or `fetched_at` (ISO 8601), as seconds: a record older than the
     # stored one of its id is stale. None: every record is newer than the last.
@@ -132,7 +135,10 @@ def _version(body: dict[str, Any]) -> float | None:
     return None
 
 
-def _embedding(value: object) -> list[float]:
+def _embedding(value: object) -> np.ndarray:
+    """The components as float64, checked: a list of numbers, finite, not all zero."""
+    import numpy as np  # here: the options module reads this one's limits, without numpy
+
     kinds = set(map(type, value)) if isinstance(value, list) else set()
     if not isinstance(value, list) or not kinds or not kinds <= {float, int}:
         raise BadRecord("bad_embedding", "embedding must be a non-empty list of numbers")
@@ -140,27 +146,21 @@ def _embedding(value: object) -> list[float]:
         raise BadRecord(
             "bad_embedding", f"{len(value)} dimensions, the limit is {MAX_EMBEDDING_DIM}"
         )
-    # One pass in C for the usual vector; the loop below only names what is wrong.
     try:
-        magnitude = float(sum(map(abs, value)))  # finite unless a component is NaN or inf
+        v = np.array(value, np.float64)
     except OverflowError:  # an integer literal beyond any float
-        magnitude = math.inf
-    if magnitude == 0.0:
-        raise BadRecord("embedding_zero", "every component is 0: a zero vector has no direction")
-    if not math.isfinite(magnitude):
+        at = next(i for i, x in enumerate(value) if abs(x) > 2**1024)
+        raise BadRecord("embedding_infinite", f"component {at} is beyond any float") from None
+    finite = np.isfinite(v)
+    if not finite.all():
         # JSON has no NaN or infinity, but Python's parser (and so many producers) writes them
-        for at, x in enumerate(value):
-            try:
-                x = float(x)
-            except OverflowError:
-                raise BadRecord(
-                    "embedding_infinite", f"component {at} is beyond any float"
-                ) from None
-            if math.isnan(x):
-                raise BadRecord("embedding_nan", f"component {at} is NaN")
-            if math.isinf(x):
-                raise BadRecord("embedding_infinite", f"component {at} is {x}")
-    return value if int not in kinds else [float(x) for x in value]
+        at = int(np.argmin(finite))
+        if np.isnan(v[at]):
+            raise BadRecord("embedding_nan", f"component {at} is NaN")
+        raise BadRecord("embedding_infinite", f"component {at} is {v[at]}")
+    if not v.any():
+        raise BadRecord("embedding_zero", "every component is 0: a zero vector has no direction")
+    return v
 
 
 ORIGIN = ("topic", "partition", "offset")  # where a Kafka record came from
