@@ -7,6 +7,8 @@ another consumer committed a near-duplicate first.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import numpy as np
 
 from . import __version__
@@ -59,6 +61,7 @@ class Detector:
         self.revisions = 0  # records of a known id with changed content: decided afresh
         self.vector_lookups = 0  # records with an embedding looked up, and the candidates
         self.vector_candidates = 0  # the tables gave them (within k)
+        self._now = ""  # when the batch being decided was decided
         if bind:  # a server-side index binds once its server answers
             index.bind(engine.version)
 
@@ -71,6 +74,9 @@ class Detector:
         """
         if prints is None:
             prints = self.engine.fingerprint(docs, texts_of(docs, self.extractor))
+        # One clock reading for the batch, which is decided at once (a reading a record
+        # cost 5 us, 3% of a vector record's time).
+        self._now = datetime.now(UTC).isoformat()
         out: list[Decision] = []
 
         def attempt() -> None:
@@ -248,6 +254,7 @@ class Detector:
             origin=doc.origin,
             extraction=doc.extraction,
             digest=p.digest,
+            decided_at=self._now,
             space=p.space if p.vector is not None else None,
             k=self.k(p.space) if p.vector is not None else None,
         )
