@@ -329,24 +329,17 @@ class RedisIndex(Maintenance):
         return out
 
     def texts(self, ids: Sequence[str]) -> dict[str, str]:
-        if not ids:
-            return {}
-        by_shard: dict[int, list[str]] = {}
-        for i in dict.fromkeys(ids):
-            by_shard.setdefault(text_shard(i), []).append(i)
-        batch = self._batch()
-        for group in by_shard.values():
-            keys = [self.layout.text(i) for i in group]
-            batch.add(keys[0], "MGET", *keys)
-        out = {}
-        for group, got in zip(by_shard.values(), self._call(batch.execute), strict=True):
-            out.update({i: unpack_text(r) for i, r in zip(group, got, strict=True) if r})
-        return out
+        return {i: unpack_text(v) for i, v in self._per_version(ids, self.layout.text).items()}
 
     def vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
         return {i: unpack(v) for i, v in self.packed_vectors(ids).items()}
 
     def packed_vectors(self, ids: Sequence[str]) -> dict[str, bytes]:
+        return self._per_version(ids, self.layout.vector)
+
+    def _per_version(self, ids: Sequence[str], key: Callable[[str], str]) -> dict[str, bytes]:
+        """The values of a family of per-version keys (texts, vectors) that exist, one
+        MGET per shard."""
         if not ids:
             return {}
         by_shard: dict[int, list[str]] = {}
@@ -354,7 +347,7 @@ class RedisIndex(Maintenance):
             by_shard.setdefault(text_shard(i), []).append(i)
         batch = self._batch()
         for group in by_shard.values():
-            keys = [self.layout.vector(i) for i in group]
+            keys = [key(i) for i in group]
             batch.add(keys[0], "MGET", *keys)
         out = {}
         for group, got in zip(by_shard.values(), self._call(batch.execute), strict=True):
