@@ -79,6 +79,31 @@ def test_a_vector_index_exports_and_imports(backend: redis.Redis | RedisCluster)
             drop_index(backend, name)
 
 
+def test_a_stored_vector_lives_as_long_as_the_retention(
+    backend: redis.Redis | RedisCluster,
+) -> None:
+    name = unique("vectors-ttl")
+    try:
+        index = RedisIndex(
+            backend,
+            SETTINGS.block_scheme(),
+            name,
+            retention=3600,
+            vectors=SETTINGS.vector_block_scheme(),
+        )
+        detector = SETTINGS.detector(index)
+        records = read_jsonl(EMBED_SAMPLE)[:20]
+        decided(detector, records)
+        ids = [r["id"] for r in records]
+        kept = index.packed_vectors(ids)
+        assert kept, "the sample's first records are indexed"
+        for i in kept:
+            assert 0 < backend.ttl(index.layout.vector(i)) <= index.keep
+            assert not backend.exists(index.layout.text(i))  # the vector instead of the text
+    finally:
+        drop_index(backend, name)
+
+
 BAD_VECTORS = {
     "nan": (b'{"id": "bad-nan", "text": "t", "embedding": [0.5, NaN]}', "embedding_nan"),
     "inf": (b'{"id": "bad-inf", "text": "t", "embedding": [-Infinity, 1]}', "embedding_infinite"),
