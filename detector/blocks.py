@@ -147,16 +147,18 @@ class BlockScheme:
             out.append(np.array(masks, np.uint64))
         return out
 
-    def probes(
-        self, fingerprints: Sequence[int], keys: list[list[int]] | None = None
-    ) -> list[list[tuple[int, int]]]:
-        """(table, key) of every bucket a lookup of each fingerprint reads; `keys`, when
-        the caller has them already, are the fingerprints' own table keys."""
-        rows = self.keys(fingerprints) if keys is None else keys
-        if not self.radius:
-            return [list(enumerate(row)) for row in rows]
-        flips = [f.tolist() for f in self.flips]
-        return [[(t, key ^ f) for t, key in enumerate(row) for f in flips[t]] for row in rows]
+    def probes(self, fingerprints: Sequence[int]) -> list[list[tuple[int, int]]]:
+        """(table, key) of every bucket a lookup of each fingerprint reads."""
+        tables, keys = self.probe_array(fingerprints)
+        return [list(zip(tables.tolist(), row, strict=True)) for row in keys.tolist()]
+
+    def probe_array(self, fingerprints: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+        """probes() as arrays: the table of each probe, and the keys, fingerprints by
+        probes (each table's own key first, then those within the radius of it)."""
+        own = self.key_array(fingerprints)
+        keys = np.concatenate([own[:, t, None] ^ f[None, :] for t, f in enumerate(self.flips)], 1)
+        tables = np.concatenate([np.full(len(f), t) for t, f in enumerate(self.flips)])
+        return tables, keys
 
     def key_bits(self) -> list[int]:
         return [sum(w for _, w in runs) for runs in self.tables]

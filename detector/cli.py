@@ -253,7 +253,7 @@ def _vector_summary(detector: Any, index: Any) -> str:
     stats = index.stats()
     per = stats["vector_bytes"] / stats["vectors"] if stats["vectors"] else 0.0
     return (
-        f"{lookups} lookups, {len(scheme.tables) * len(scheme.flips[0])} probes a lookup, "
+        f"{lookups} lookups, {sum(len(f) for f in scheme.flips)} probes a lookup, "
         f"{detector.vector_candidates / lookups:.2f} candidates a lookup, "
         f"{per:.0f} bytes a vector (k={scheme.k}, {scheme.name})"
     )

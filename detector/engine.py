@@ -17,7 +17,7 @@ from .normalize import non_starters, normalize
 from .records import Document
 from .simhash import hyperplanes, simhash, simhash_vectors
 from .tokenize import char_classes
-from .vectors import digest, pack, pack_rows, space, units
+from .vectors import check_storage, digest, pack_rows, space, units
 from .verify import shingle_sets
 
 TEXT_SPACE = "t"
@@ -49,7 +49,7 @@ class Engine:
         self.vector_seed = vector_seed
         self.literal_shingle = literal_shingle
         self.vector_storage = vector_storage
-        pack(np.ones(1, np.float32), vector_storage)  # refuse an unknown form now
+        check_storage(vector_storage)  # refuse an unknown form now, not at the first vector
         self.version = f"{self.featurizer.version}+hyperplanes-s{vector_seed}"
         char_classes()  # build the tables now, so that forked workers inherit them
         non_starters()

@@ -32,10 +32,6 @@ def space(dim: int) -> str:
     return f"v{dim}"
 
 
-def is_vector_space(name: str) -> bool:
-    return name.startswith("v")
-
-
 def units(rows: np.ndarray) -> np.ndarray:
     """Each row (finite, not all zero: records.py checks) as float32 of length 1."""
     rows = np.asarray(rows, np.float64)
@@ -50,25 +46,22 @@ def digest(v: np.ndarray) -> str:
     return "v" + xxhash.xxh3_128_hexdigest(np.ascontiguousarray(v, np.float32).tobytes())
 
 
+def check_storage(storage: str) -> None:
+    if storage not in STORAGE:
+        raise ConfigError(f"vector storage must be one of {STORAGE}, not {storage!r}")
+
+
 def pack(v: np.ndarray, storage: str = "int8") -> bytes:
     """The stored form: int8 with a per-vector scale (1 byte a component), or float16."""
-    if storage == "float16":
-        return _FLOAT16 + v.astype("<f2").tobytes()
-    if storage != "int8":
-        raise ConfigError(f"vector storage must be one of {STORAGE}, not {storage!r}")
-    scale = float(np.abs(v).max()) / 127.0
-    q = np.rint(v / scale).astype(np.int8)
-    return _INT8 + np.array([scale], "<f4").tobytes() + q.tobytes()
+    return pack_rows(v[None, :], storage)[0][0]
 
 
 def pack_rows(rows: np.ndarray, storage: str = "int8") -> tuple[list[bytes], np.ndarray]:
     """pack() of every row of a batch at once, and the rows as unpack() reads them back."""
+    check_storage(storage)
     if storage == "float16":
         half = rows.astype("<f2")
-        back = half.astype(np.float32)
-        return [_FLOAT16 + r.tobytes() for r in half], _normalized(back)
-    if storage != "int8":
-        raise ConfigError(f"vector storage must be one of {STORAGE}, not {storage!r}")
+        return [_FLOAT16 + r.tobytes() for r in half], _normalized(half.astype(np.float32))
     scale = (np.abs(rows).max(axis=1) / 127.0).astype("<f4")
     q = np.rint(rows / scale[:, None]).astype(np.int8)
     blobs = [_INT8 + s.tobytes() + r.tobytes() for s, r in zip(scale, q, strict=True)]

@@ -121,11 +121,7 @@ class RedisIndex(Maintenance):
         counts = np.zeros(len(queries), np.intp)
         for space, rows in groups.items():
             scheme = self.scheme_for(space)
-            own = scheme.key_array([queries[i].fingerprint for i in rows])
-            # every key within the radius of each table's own (flips[t][0] = 0: the key)
-            flips = scheme.flips
-            keys = np.concatenate([own[:, t, None] ^ f[None, :] for t, f in enumerate(flips)], 1)
-            tables = np.concatenate([np.full(len(f), t) for t, f in enumerate(flips)])
+            tables, keys = scheme.probe_array([queries[i].fingerprint for i in rows])
             probed[space] = (np.broadcast_to(tables, keys.shape), keys)
             counts[rows] = keys.shape[1]
         starts = np.concatenate(([0], np.cumsum(counts)))
