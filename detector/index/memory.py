@@ -130,10 +130,12 @@ class MemoryIndex:
         scheme, key_type = space.scheme, _key_type(space.scheme)
         which: list[np.ndarray] = []  # (query, position) pairs, possibly repeated
         if space.merged:
-            keys = np.array(scheme.keys(fingerprints), np.uint64).astype(key_type)
+            tables, probes = scheme.probe_array(fingerprints)
+            probes = probes.astype(key_type)
             for t, (table, members) in enumerate(zip(space.keys, space.members, strict=True)):
-                flips = scheme.flips[t].astype(key_type)  # [0] without probing
-                probe = (keys[:, t, None] ^ flips[None, :]).ravel()
+                mine = tables == t  # this table's own key and those within the radius
+                per = int(np.count_nonzero(mine))
+                probe = probes[:, mine].ravel()
                 starts = space.starts[t]
                 if starts is not None:
                     at = probe.astype(np.intp)
@@ -146,7 +148,7 @@ class MemoryIndex:
                 count = hi - lo
                 total = int(count.sum())
                 if total:
-                    query = np.repeat(np.arange(len(q)).repeat(len(flips)), count)
+                    query = np.repeat(np.arange(len(q)).repeat(per), count)
                     offset = np.arange(total) - np.repeat(np.cumsum(count) - count, count)
                     pos = members[np.repeat(lo, count) + offset]
                     # within k first: most of a probed bucket's members are not
