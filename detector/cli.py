@@ -64,7 +64,32 @@ def config_file(argv: Sequence[str]) -> tuple[str | None, list[str]]:
     return known.config, rest
 
 
+class _Deferred:
+    """A help text computed when help is printed: some (the block schemes a threshold
+    chooses) need numpy, which `neardup --help` should not wait for. argparse asks a help
+    text only for truth, strip() and % (its defaults)."""
+
+    def __init__(self, row: Option, default: Any) -> None:
+        self.row, self.default = row, default
+
+    def __str__(self) -> str:
+        return _help_text(self.row, self.default)
+
+    def strip(self) -> str:
+        return str(self).strip()
+
+    def __mod__(self, params: dict[str, Any]) -> str:
+        text: str = str(self) % params
+        return text
+
+
 def _help(row: Option, default: Any) -> str:
+    if callable(row.help):
+        return _Deferred(row, default)  # type: ignore[return-value]  # argparse wants a str
+    return _help_text(row, default)
+
+
+def _help_text(row: Option, default: Any) -> str:
     """The row's help, its default (none for a secret, whose default may come from the
     environment; a URL's without its password) and its variable."""
     text = row.text
@@ -240,7 +265,7 @@ def _detect(args: argparse.Namespace) -> int:
             progress.close()
         sink.close()
         source.close()
-    print(f"neardup: {counts.summary()}", file=sys.stderr)
+    print(f"neardup: {counts.summary()}; {detector.engine.kernels.name} kernels", file=sys.stderr)
     if detector.vector_lookups:
         print(f"neardup: vectors: {_vector_summary(detector, index)}", file=sys.stderr)
     return 0
@@ -354,7 +379,7 @@ def _serve(args: argparse.Namespace) -> int:
     from .index.redis import RedisIndex
     from .index.redis.connect import check as check_redis
     from .index.redis.connect import refusals
-    from .metrics import REDIS_SECONDS, TRANSACTIONS, Health, serve_http
+    from .metrics import KERNELS, REDIS_SECONDS, TRANSACTIONS, Health, serve_http
     from .pipeline import Limits, Loop
     from .retry import STARTUP
     from .service import Service
@@ -399,6 +424,7 @@ def _serve(args: argparse.Namespace) -> int:
         vectors=settings.vector_block_scheme(),
     )
     detector = settings.detector(index, bind=False)
+    KERNELS.labels(detector.engine.kernels.name).set(1)
     with refusals(redis_at):  # e.g. an ACL that lacks a key or a command
         STARTUP.call("redis", lambda: index.bind(detector.engine.version))
     STARTUP.call("kafka", lambda: check_kafka(kafka))
@@ -435,13 +461,15 @@ def _serve(args: argparse.Namespace) -> int:
         )
         delivery = "at least once"
     logging.getLogger("neardup.serve").info(
-        "serving %s -> %s (group %s, %s, index %s, %s; Redis%s at %s as %s, Kafka at %s over %s)",
+        "serving %s -> %s (group %s, %s, index %s, %s, %s kernels; Redis%s at %s as %s, "
+        "Kafka at %s over %s)",
         args.input_topic,
         args.output_topic,
         args.group,
         delivery,
         args.index,
         scheme.describe(),
+        detector.engine.kernels.name,
         " Cluster" if redis_at.cluster else "",
         redis_at.where(),
         redis_at.who(),

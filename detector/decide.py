@@ -21,7 +21,7 @@ from .index import Candidate, Commit, Entry, Index, Query, record_of, scheme_for
 from .records import Decision, Document
 from .retry import CONFLICTS
 from .vectors import default_vector_scheme
-from .verify import LiteralCheck, cosine, jaccard
+from .verify import LiteralCheck, cosine
 
 
 def _quiet(what: str, exc: Exception, wait: float) -> None:
@@ -204,7 +204,7 @@ class Detector:
         candidates = sorted(candidates, key=lambda c: (c.distance, c.id))[: self.max_candidates]
         vector = p.vector is not None
         mine = p.vector if p.vector is not None else p.shingles
-        similarity = cosine if vector else jaccard
+        similarity = cosine if vector else self.literal.kernels.jaccard
         threshold = self.literal.cosine if vector else self.literal.threshold
         best: tuple[float, Candidate] | None = None
         for c in candidates:

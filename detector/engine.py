@@ -11,14 +11,14 @@ from functools import lru_cache
 
 import numpy as np
 
+from . import kernels as _kernels
 from .features import Featurizer
-from .hashing import fmix64
 from .normalize import non_starters, normalize
 from .records import Document
-from .simhash import hyperplanes, simhash, simhash_vectors
+from .simhash import hyperplanes, simhash_vectors
+from .tables import UNICODE_VERSION
 from .tokenize import char_classes
 from .vectors import check_storage, digest, pack_rows, space, units
-from .verify import shingle_sets
 
 TEXT_SPACE = "t"
 
@@ -44,15 +44,19 @@ class Engine:
         vector_seed: int = 0,
         literal_shingle: int = 5,
         vector_storage: str = "int8",
+        kernels: str = "auto",
     ) -> None:
         self.featurizer = featurizer or Featurizer()
         self.vector_seed = vector_seed
         self.literal_shingle = literal_shingle
         self.vector_storage = vector_storage
         check_storage(vector_storage)  # refuse an unknown form now, not at the first vector
-        self.version = f"{self.featurizer.version}+hyperplanes-s{vector_seed}"
-        char_classes()  # build the tables now, so that forked workers inherit them
+        # The Unicode version: an interpreter of another one tokenizes some texts
+        # otherwise, and must not mix its fingerprints into the same index.
+        self.version = f"{self.featurizer.version}+u{UNICODE_VERSION}+hyperplanes-s{vector_seed}"
+        char_classes()  # read the tables now, so that forked workers inherit them
         non_starters()
+        self.kernels = _kernels.make(kernels, self.featurizer, literal_shingle)
 
     # Planes are per dimension; a few dimensions are kept, not one for every dimension a
     # stream of hostile records may name (up to MAX_EMBEDDING_DIM: 8 MB each).
@@ -86,12 +90,7 @@ class Engine:
         return prints
 
     def _text_prints(self, texts: list[str]) -> list[Print]:
-        features = self.featurizer.batch(texts)
-        fps = simhash(features).tolist()
-        tokens = features.tokens
-        bounds = tokens.bounds()
-        digests = _digests(tokens.key, tokens.doc, bounds)
-        shingles = shingle_sets(tokens.key, bounds, self.literal_shingle)
+        fps, digests, shingles = self.kernels.prints(texts)
         return [
             Print(TEXT_SPACE, fp, dg, text, sh)
             for fp, dg, text, sh in zip(fps, digests, texts, shingles, strict=True)
@@ -100,21 +99,3 @@ class Engine:
 
 _NONE = np.zeros(0, np.uint64)  # a vector's shingles: it has none
 _NO_PRINT = Print("", 0, "", "", _NONE)
-
-
-def _digests(keys: np.ndarray, doc: np.ndarray, bounds: np.ndarray) -> list[str]:
-    """128-bit digest of each text's token sequence: equal digests mean exact copies."""
-    docs = len(bounds) - 1
-    position = (np.arange(len(keys)) - bounds[doc]).astype(np.uint64)
-    halves = []
-    for salt in (0x9E3779B97F4A7C15, 0xD6E8FEB86659FD93):
-        with np.errstate(over="ignore"):
-            mixed = fmix64(keys ^ (position * np.uint64(salt)))
-        sums = np.zeros(docs, np.uint64)
-        nonempty = bounds[1:] > bounds[:-1]
-        if len(keys):
-            sums[nonempty] = np.add.reduceat(mixed, bounds[:-1][nonempty])
-        halves.append(sums)
-    return [
-        f"{a:016x}{b:016x}" for a, b in zip(halves[0].tolist(), halves[1].tolist(), strict=True)
-    ]

@@ -61,6 +61,10 @@ class IdfTable:
     def __init__(self, doc_freq: dict[str, int], docs: int) -> None:
         if docs <= 0:
             raise ConfigError("an IDF table needs at least one document")
+        # No token is in more documents than there are, so every weight is at least 1:
+        # SimHash's sums are then exact whatever their order (simhash.py).
+        if doc_freq and max(doc_freq.values()) > docs:
+            raise ConfigError(f"an IDF table's frequencies cannot exceed its {docs} documents")
         self.docs = docs
         self.doc_freq = doc_freq
         self.unseen = self._idf(1)
@@ -137,9 +141,10 @@ class BuiltinWeights:
     """
 
     version = "builtin-sqrtlen1"
+    LONGEST = 12  # bytes: longer tokens weigh as much
 
     def weight(self, token: str) -> float:
-        return float(min(len(token.encode("utf-8")), 12) ** 0.5)
+        return float(min(len(token.encode("utf-8")), self.LONGEST) ** 0.5)
 
 
 Weights = IdfTable | BuiltinWeights

@@ -50,6 +50,11 @@ TOMBSTONES = Counter(
     "neardup_tombstones_total", "Kafka tombstones, by what was done (delete, ignore)", ["action"]
 )
 LAG = Gauge("neardup_consumer_lag", "Records on the assigned partitions not yet consumed")
+KERNELS = Gauge(
+    "neardup_kernels",
+    "1 for the text kernels this process runs: native or numpy",
+    ["implementation"],
+)
 
 
 class Health:

@@ -16,6 +16,8 @@ from functools import cache
 
 import numpy as np
 
+from .tables import CODE_POINTS, cached
+
 # Tags, comments and the bodies of script/style elements; crawled pages carry all three.
 # Elements and comments are found by a scan, not by one regex such as
 # `<(script|style)\b[^>]*>.*?</\1\s*>`: that regex retries its lazy body from every
@@ -127,15 +129,19 @@ _CGJ = "\u034f"  # combining grapheme joiner: a starter that changes no text's r
 
 @cache
 def non_starters() -> np.ndarray:
-    """Code points whose NFKD begins with a combining mark (built once, ~0.1 s)."""
-    table = np.zeros(0x110000, bool)
-    for c in range(0x110000):
+    """Code points whose NFKD begins with a combining mark (the interpreter's Unicode)."""
+    return cached("non-starters", "combining-or-nfkd-leads-with-one/1", _non_starters).view(bool)
+
+
+def _non_starters() -> np.ndarray:
+    table = np.zeros(CODE_POINTS, np.uint8)
+    for c in range(CODE_POINTS):
         ch = chr(c)
         if unicodedata.combining(ch) or (
             unicodedata.decomposition(ch)
             and unicodedata.combining(unicodedata.normalize("NFKD", ch)[0])
         ):
-            table[c] = True
+            table[c] = 1
     return table
 
 

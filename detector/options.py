@@ -292,6 +292,15 @@ ENGINE: tuple[Option, ...] = (
         "from the index again when needed",
         metavar="BYTES",
     ),
+    _engine(
+        "kernels",
+        "choice",
+        "auto",
+        "the text kernels (tokens, hashes, SimHash, shingle sets): native (Rust, built by pip "
+        "when a Rust toolchain is there; an error if it was not), numpy (the reference), or "
+        "auto: native when built. Both give the same bits",
+        choices=("auto", "native", "numpy"),  # = detector.kernels.CHOICES (a test keeps them)
+    ),
 )
 _ENGINE = {o.name: o for o in ENGINE}
 

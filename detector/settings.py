@@ -12,6 +12,7 @@ from .errors import ConfigError
 from .extract import Extractor, Mode
 from .features import FeatureConfig, Featurizer, IdfTable
 from .index import Index
+from .kernels import Kernels
 from .options import default
 from .vectors import parse_vector_scheme
 from .verify import LiteralCheck
@@ -46,12 +47,14 @@ class EngineSettings:
     max_tokens: int = default("max-tokens")
     keep_old_versions: bool = default("keep-old-versions")
     literal_memory: int = default("literal-memory")
+    kernels: str = default("kernels")
 
     def engine(self) -> Engine:
         weights = IdfTable.load(self.idf) if self.idf else None
         config = FeatureConfig(self.features, self.shingle_size, self.cjk_ngram)
+        featurizer = Featurizer(config, weights)
         return Engine(
-            Featurizer(config, weights), self.vector_seed, self.literal_shingle, self.vector_storage
+            featurizer, self.vector_seed, self.literal_shingle, self.vector_storage, self.kernels
         )
 
     def block_scheme(self) -> BlockScheme:
@@ -62,23 +65,26 @@ class EngineSettings:
             raise ConfigError(f"cosine must be in (-1, 1), not {self.cosine}")
         return parse_vector_scheme(self.vector_scheme, self.cosine, self.vector_recall)
 
-    def literal(self) -> LiteralCheck:
+    def literal(self, kernels: Kernels | None = None) -> LiteralCheck:
+        """The second pass; `kernels` are its engine's, the numpy reference's if none."""
         return LiteralCheck(
             self.threshold,
             self.literal_shingle,
             cache_bytes=self.literal_memory,
             cosine=self.cosine,
+            kernels=kernels,
         )
 
     def detector(self, index: Index, bind: bool = True) -> Detector:
         """A Detector of these settings over an index (bind=False: the caller binds it
         once its server answers)."""
         scheme = self.block_scheme()
+        engine = self.engine()
         return Detector(
-            self.engine(),
+            engine,
             index,
             scheme,
-            self.literal(),
+            self.literal(engine.kernels),
             self.max_candidates,
             bind=bind,
             keep_previous=self.keep_old_versions,

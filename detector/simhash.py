@@ -36,6 +36,9 @@ def simhash(features: FeatureBatch) -> np.ndarray:
         hist = np.bincount(base + byte_values[:, j], weights=weight, minlength=docs * 256)
         # einsum, not @: a BLAS call this small costs more in thread wake-ups than in work.
         above[:, 8 * j : 8 * j + 8] = np.einsum("dv,vb->db", hist.reshape(docs, 256), _BYTE_BITS)
+    # Every weight is a float32 of at least 1 (features.py), a multiple of 2^-23: sums
+    # below 2^30 are exact in float64, so no order of addition (numpy's, the native
+    # kernels') can move a bit.
     total = np.bincount(features.doc, weights=weight, minlength=docs)
     # Slot i of the accumulator = sum(+w if bit i else -w) = 2 * above - total.
     return _pack(2 * above > total[:, None])

@@ -15,7 +15,8 @@ from functools import cache
 import numpy as np
 
 from .hashing import fmix64
-from .normalize import NO_SPACE_CHAR
+from .normalize import NO_SPACE_CHAR, TOKEN
+from .tables import CODE_POINTS, cached
 
 NONWORD, WORD, NO_SPACE = 0, 1, 2
 _U64 = np.uint64
@@ -23,9 +24,14 @@ _U64 = np.uint64
 
 @cache
 def char_classes() -> np.ndarray:
-    """Class of every code point, from the regex engine's own \\w (built once, ~0.1 s)."""
-    table = np.zeros(0x110000, np.uint8)
-    every = "".join(map(chr, range(0x110000)))  # index = code point (surrogates match nothing)
+    """Class of every code point, from the regex engine's own \\w (the interpreter's
+    Unicode) and the no-space scripts' ranges."""
+    return cached("char-classes", f"{TOKEN.pattern}/1", _char_classes)
+
+
+def _char_classes() -> np.ndarray:
+    table = np.zeros(CODE_POINTS, np.uint8)
+    every = "".join(map(chr, range(CODE_POINTS)))  # index = code point (surrogates match nothing)
     for m in re.finditer(r"\w+", every):
         table[m.start() : m.end()] = WORD
     for m in re.finditer(NO_SPACE_CHAR.pattern + "+", every):

@@ -9,6 +9,7 @@ operations; sets are compared exactly (up to 64-bit hash collisions).
 from __future__ import annotations
 
 from collections import OrderedDict
+from typing import Protocol
 
 import numpy as np
 
@@ -75,6 +76,29 @@ def cosine(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.dot(a, b))
 
 
+class Shingler(Protocol):
+    """What the literal pass needs of the kernels (detector.kernels)."""
+
+    def shingle_sets(self, texts: list[str]) -> list[np.ndarray]: ...
+
+    def jaccard(self, a: np.ndarray, b: np.ndarray) -> float: ...
+
+
+class ReferenceShingler:
+    """The numpy reference of the literal pass's kernels."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def shingle_sets(self, texts: list[str]) -> list[np.ndarray]:
+        tb = tokenize(texts)
+        return shingle_sets(tb.key, tb.bounds(), self.n)
+
+    @staticmethod
+    def jaccard(a: np.ndarray, b: np.ndarray) -> float:
+        return jaccard(a, b)
+
+
 class LiteralCheck:
     """Similarity of a new text to indexed texts (or of a vector to indexed vectors), with
     a cache of indexed shingle sets and vectors, bounded by entries and by bytes (the
@@ -87,8 +111,10 @@ class LiteralCheck:
         cache_size: int = 16384,
         cache_bytes: int = DEFAULT_CACHE_BYTES,
         cosine: float = 0.9,
+        kernels: Shingler | None = None,
     ) -> None:
         self.threshold = threshold
+        self.kernels: Shingler = kernels or ReferenceShingler(n)
         self.cosine = cosine  # for vectors
         self.n = n
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
@@ -112,9 +138,8 @@ class LiteralCheck:
         """Tokenize many indexed texts at once and cache their shingle sets."""
         if not texts:
             return
-        ids = list(texts)
-        tb = tokenize([texts[i] for i in ids])
-        for doc_id, shingles in zip(ids, shingle_sets(tb.key, tb.bounds(), self.n), strict=True):
+        sets = self.kernels.shingle_sets(list(texts.values()))
+        for doc_id, shingles in zip(texts, sets, strict=True):
             self.remember(doc_id, shingles)
 
     def load_vectors(self, vectors: dict[str, np.ndarray]) -> None:

@@ -19,7 +19,19 @@ if [[ ! -x "$VENV/bin/python" ]]; then
   python3 -m venv "$VENV"
 fi
 "$VENV/bin/python" -m pip install --quiet --upgrade pip
+# The native kernels build with the machine's Rust (rustup puts cargo in ~/.cargo/bin).
+if ! command -v cargo >/dev/null && [[ -x "$HOME/.cargo/bin/cargo" ]]; then
+  export PATH="$HOME/.cargo/bin:$PATH"
+fi
 "$VENV/bin/python" -m pip install --quiet -e ".[dev]"
+# pip goes on without the kernels when they do not build; the suite must not
+if ! "$VENV/bin/python" -c "import detector._native"; then
+  echo "[test] ERROR: the native kernels (native/) did not build: is cargo on PATH?" >&2
+  exit 1
+fi
+# every engine of the suite, in process or in a child neardup, runs the native kernels
+# (tests/test_native.py holds them to the numpy reference)
+export NEARDUP_KERNELS=native
 
 # the checks that need no server first: a lint or type error fails in seconds
 echo "[test] ruff" >&2

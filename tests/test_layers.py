@@ -15,12 +15,13 @@ from .helpers import ROOT
 PACKAGE = ROOT / "detector"
 # The algorithm: values in, values out. It may use numpy and xxhash, the error tree and the
 # record types, and itself; nothing of the index, the streams, metrics or configuration.
+# (tables keeps the Unicode tables in a cache file: the one I/O, and it may fail.)
 CORE = [
     *("normalize", "tokenize", "features", "hashing", "simhash", "blocks", "verify", "vectors"),
-    "engine",
+    *("tables", "kernels", "engine"),
 ]
 CORE_MAY_IMPORT = {*CORE, "errors", "records"}
-THIRD_PARTY_CORE = {"numpy", "xxhash"}
+THIRD_PARTY_CORE = {"numpy", "xxhash", "_native"}  # _native: the Rust kernels (native/)
 
 
 def imports_of(path: Path) -> set[str]:

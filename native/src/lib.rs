@@ -1,0 +1,460 @@
+//! neardup's batch kernels: the per-token and per-document work of a fingerprint.
+//!
+//! Each function computes exactly what the numpy reference computes (detector/tokenize.py,
+//! features.py, simhash.py, engine.py, verify.py), bit for bit; tests/test_native.py holds
+//! the two together. The character classes come from the interpreter (its regex engine's
+//! \w), so both paths agree on any Python and Unicode version. Arrays go back to Python as
+//! little-endian bytes, read there with numpy.frombuffer; the work runs without the GIL.
+
+use std::collections::HashMap;
+
+use pyo3::buffer::PyBuffer;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyList};
+use xxhash_rust::xxh3::xxh3_64;
+
+const CODE_POINTS: usize = 0x110000;
+const WORD: u8 = 1;
+const NO_SPACE: u8 = 2;
+const MIX: u64 = 0x9E3779B97F4A7C15; // hashing.MIX
+const SPAN_SEED: u64 = 0x9E3779B97F4A7C15; // tokenize._SPAN_SEED
+const SPAN_STEP: u64 = 0x632BE59BD9B4E019; // tokenize._SPAN_STEP
+const DIGEST_SALTS: [u64; 2] = [0x9E3779B97F4A7C15, 0xD6E8FEB86659FD93]; // engine._digests
+const SHINGLE_SHIFT: u32 = 16; // 64 - verify.SHINGLE_BITS
+
+#[inline]
+fn fmix64(mut h: u64) -> u64 {
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xFF51AFD7ED558CCD);
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xC4CEB93FE53A87E3);
+    h ^ (h >> 33)
+}
+
+/// hashing.combine: one hash for a sequence of hashes.
+#[inline]
+fn combine(hashes: &[u64]) -> u64 {
+    let mut acc = hashes[0];
+    for &h in &hashes[1..] {
+        acc = acc.wrapping_mul(MIX).wrapping_add(h);
+    }
+    fmix64(acc)
+}
+
+/// tokenize._span_hash of one token: its bytes eight at a time, little endian.
+#[inline]
+fn span_hash(bytes: &[u8]) -> u64 {
+    let mut h = fmix64((bytes.len() as u64).wrapping_mul(SPAN_SEED));
+    for chunk in bytes.chunks(8) {
+        let mut word = [0u8; 8];
+        word[..chunk.len()].copy_from_slice(chunk);
+        h = fmix64(h ^ u64::from_le_bytes(word)).wrapping_add(SPAN_STEP);
+    }
+    h
+}
+
+struct Token {
+    start: usize,
+    end: usize,
+    nospace: bool,
+}
+
+/// tokenize.tokenize of one text: runs of word characters, and each character of a
+/// no-space script alone. Bytes are decoded as tokenize._code_points decodes them.
+fn tokens(text: &[u8], classes: &[u8], out: &mut Vec<Token>) {
+    out.clear();
+    let at = |i: usize| -> u32 { text.get(i).copied().unwrap_or(b' ') as u32 };
+    let mut run: Option<usize> = None;
+    let mut i = 0;
+    while i < text.len() {
+        let b0 = text[i] as u32;
+        let (size, class) = if b0 < 0x80 {
+            (1, classes[b0 as usize])
+        } else if b0 < 0xC0 {
+            (1, 0) // a continuation byte without its lead: no character
+        } else {
+            let (size, code) = if b0 < 0xE0 {
+                (2, ((b0 & 0x1F) << 6) | (at(i + 1) & 0x3F))
+            } else if b0 < 0xF0 {
+                (3, ((b0 & 0x0F) << 12) | ((at(i + 1) & 0x3F) << 6) | (at(i + 2) & 0x3F))
+            } else {
+                let code = ((b0 & 0x07) << 18)
+                    | ((at(i + 1) & 0x3F) << 12)
+                    | ((at(i + 2) & 0x3F) << 6)
+                    | (at(i + 3) & 0x3F);
+                (4, code)
+            };
+            (size, classes[(code as usize).min(CODE_POINTS - 1)])
+        };
+        let end = (i + size).min(text.len());
+        if class == WORD {
+            run.get_or_insert(i);
+        } else {
+            if let Some(start) = run.take() {
+                out.push(Token { start, end: i, nospace: false });
+            }
+            if class == NO_SPACE {
+                out.push(Token { start: i, end, nospace: true });
+            }
+        }
+        i = end;
+    }
+    if let Some(start) = run {
+        out.push(Token { start, end: text.len(), nospace: false });
+    }
+}
+
+enum Weights {
+    /// features.BuiltinWeights: by UTF-8 length, the last entry for every longer token
+    ByLength(Vec<f32>),
+    /// features.IdfTable: by token, `unseen` for the others
+    Table(HashMap<Vec<u8>, f32>, f32),
+}
+
+impl Weights {
+    #[inline]
+    fn of(&self, token: &[u8]) -> f32 {
+        match self {
+            Weights::ByLength(w) => w[token.len().min(w.len() - 1)],
+            Weights::Table(w, unseen) => *w.get(token).unwrap_or(unseen),
+        }
+    }
+}
+
+/// One text's features, as features.Featurizer.batch makes them.
+#[derive(Default)]
+struct Features {
+    hash: Vec<u64>,
+    weight: Vec<f32>,
+}
+
+#[pyclass(frozen)]
+struct Kernels {
+    classes: Vec<u8>,
+    weights: Weights,
+    cjk_n: usize,
+    shingle_n: usize, // features "words" is 1
+    literal_n: usize,
+}
+
+/// Scratch space of one batch, reused from text to text.
+#[derive(Default)]
+struct Scratch {
+    tokens: Vec<Token>,
+    keys: Vec<u64>,
+    features: Features,
+    staged: Features,
+    shingles: Vec<u64>,
+}
+
+impl Kernels {
+    fn tokenize(&self, text: &[u8], s: &mut Scratch) {
+        tokens(text, &self.classes, &mut s.tokens);
+        s.keys.clear();
+        s.keys.extend(s.tokens.iter().map(|t| span_hash(&text[t.start..t.end])));
+    }
+
+    /// features.Featurizer.batch for one text: token features, then no-space n-grams,
+    /// then word shingles.
+    fn featurize(&self, text: &[u8], s: &mut Scratch) {
+        let f = &mut s.features;
+        f.hash.clear();
+        f.weight.clear();
+        for t in &s.tokens {
+            let token = &text[t.start..t.end];
+            f.hash.push(xxh3_64(token));
+            f.weight.push(self.weights.of(token));
+        }
+        if self.cjk_n > 1 && s.tokens.iter().any(|t| t.nospace) {
+            nospace_ngrams(&s.tokens, f, &mut s.staged, self.cjk_n);
+            std::mem::swap(f, &mut s.staged);
+        }
+        if self.shingle_n > 1 && !f.hash.is_empty() {
+            word_shingles(f, &mut s.staged, self.shingle_n);
+            std::mem::swap(&mut s.features, &mut s.staged);
+        }
+    }
+
+    /// verify.shingle_set of the text's token keys: sorted distinct 48-bit shingles.
+    fn literal_shingles(&self, s: &mut Scratch) {
+        let (keys, n) = (&s.keys, self.literal_n);
+        s.shingles.clear();
+        if keys.is_empty() {
+            return;
+        }
+        if keys.len() < n {
+            s.shingles.push(combine(keys) >> SHINGLE_SHIFT);
+            return;
+        }
+        s.shingles.extend(keys.windows(n).map(|w| combine(w) >> SHINGLE_SHIFT));
+        s.shingles.sort_unstable();
+        s.shingles.dedup();
+    }
+}
+
+/// features._nospace_ngrams: each run of adjacent no-space characters becomes its
+/// character n-grams; a run shorter than n, one feature of the whole run.
+fn nospace_ngrams(tokens: &[Token], f: &Features, out: &mut Features, n: usize) {
+    out.hash.clear();
+    out.weight.clear();
+    let mut i = 0;
+    while i < tokens.len() {
+        if !tokens[i].nospace {
+            out.hash.push(f.hash[i]);
+            out.weight.push(f.weight[i]);
+            i += 1;
+            continue;
+        }
+        let mut run = 1;
+        while i + run < tokens.len()
+            && tokens[i + run].nospace
+            && tokens[i + run - 1].end == tokens[i + run].start
+        {
+            run += 1;
+        }
+        let width = n.min(run);
+        for g in i..=(i + run - width) {
+            out.hash.push(combine(&f.hash[g..g + width]));
+            // float32 sums, then float64 division, then float32, as numpy does there
+            let mut sum = f.weight[g];
+            for &w in &f.weight[g + 1..g + width] {
+                sum += w;
+            }
+            out.weight.push((sum as f64 / width as f64) as f32);
+        }
+        i += run;
+    }
+}
+
+/// features._shingles for one text: word n-shingles; a text shorter than n keeps its words.
+fn word_shingles(f: &Features, out: &mut Features, n: usize) {
+    out.hash.clear();
+    out.weight.clear();
+    if f.hash.len() < n {
+        out.hash.extend_from_slice(&f.hash);
+        out.weight.extend_from_slice(&f.weight);
+        return;
+    }
+    for (hashes, weights) in f.hash.windows(n).zip(f.weight.windows(n)) {
+        out.hash.push(combine(hashes));
+        let sum: f32 = weights.iter().fold(0.0f32, |a, &w| a + w);
+        out.weight.push(sum / n as f32);
+    }
+}
+
+/// simhash.simhash of one text. Every weight is a float32 of at least 1, so every partial
+/// sum is a multiple of 2^-23 below 2^30 and exact in float64: the sums, and so the bits,
+/// do not depend on the order of addition, which differs from numpy's.
+fn simhash(f: &Features) -> u64 {
+    let mut above = [0f64; 64];
+    let mut total = 0f64;
+    for (&h, &w) in f.hash.iter().zip(&f.weight) {
+        let w = w as f64;
+        total += w;
+        for (bit, sum) in above.iter_mut().enumerate() {
+            *sum += w * ((h >> bit) & 1) as f64;
+        }
+    }
+    let mut fp = 0u64;
+    for (bit, &sum) in above.iter().enumerate() {
+        if 2.0 * sum > total {
+            fp |= 1 << bit;
+        }
+    }
+    fp
+}
+
+/// engine._digests of one text: two salted sums over its token keys and positions.
+fn digest(keys: &[u64]) -> [u64; 2] {
+    DIGEST_SALTS.map(|salt| {
+        keys.iter().enumerate().fold(0u64, |acc, (pos, &k)| {
+            acc.wrapping_add(fmix64(k ^ (pos as u64).wrapping_mul(salt)))
+        })
+    })
+}
+
+fn as_bytes<'py, T: Copy>(py: Python<'py>, values: &[T]) -> Bound<'py, PyBytes> {
+    // SAFETY: T is a plain integer or float type; its bytes are its little-endian value
+    // on every platform neardup builds for (numpy reads them back as "<u8", "<f4").
+    let raw = unsafe {
+        std::slice::from_raw_parts(values.as_ptr().cast::<u8>(), std::mem::size_of_val(values))
+    };
+    PyBytes::new(py, raw)
+}
+
+fn texts<'a>(list: &'a Bound<'_, PyList>) -> PyResult<Vec<Bound<'a, PyBytes>>> {
+    list.iter().map(|t| Ok(t.cast_into::<PyBytes>()?)).collect()
+}
+
+#[pymethods]
+impl Kernels {
+    /// classes: the tokenizer's uint8 class of every code point (tokenize.char_classes);
+    /// by_length or table + unseen: the weights; cjk_n, shingle_n: the feature config;
+    /// literal_n: words per shingle of the literal pass.
+    #[new]
+    #[pyo3(signature = (classes, cjk_n, shingle_n, literal_n, by_length=None, table=None, unseen=1.0))]
+    fn new(
+        classes: &[u8],
+        cjk_n: usize,
+        shingle_n: usize,
+        literal_n: usize,
+        by_length: Option<Vec<f32>>,
+        table: Option<HashMap<Vec<u8>, f32>>,
+        unseen: f32,
+    ) -> PyResult<Self> {
+        if classes.len() != CODE_POINTS {
+            return Err(PyValueError::new_err("classes must give one byte per code point"));
+        }
+        if cjk_n == 0 || shingle_n == 0 || literal_n == 0 {
+            return Err(PyValueError::new_err("n-gram and shingle sizes must be at least 1"));
+        }
+        let weights = match (by_length, table) {
+            (Some(w), None) if !w.is_empty() => Weights::ByLength(w),
+            (None, Some(t)) => Weights::Table(t, unseen),
+            _ => return Err(PyValueError::new_err("give by_length or table, not both")),
+        };
+        Ok(Kernels { classes: classes.to_vec(), weights, cjk_n, shingle_n, literal_n })
+    }
+
+    /// The tokens of UTF-8 texts: (doc int64, start int64, end int64, nospace bool,
+    /// key uint64) as bytes, offsets within each text.
+    fn tokens<'py>(
+        &self,
+        py: Python<'py>,
+        texts_: &Bound<'py, PyList>,
+    ) -> PyResult<[Bound<'py, PyBytes>; 5]> {
+        let owned = texts(texts_)?;
+        let views: Vec<&[u8]> = owned.iter().map(|t| t.as_bytes()).collect();
+        let (doc, start, end, nospace, key) = py.detach(|| {
+            let mut s = Scratch::default();
+            let (mut doc, mut start, mut end) = (vec![], vec![], vec![]);
+            let (mut nospace, mut key) = (vec![], vec![]);
+            for (d, text) in views.iter().enumerate() {
+                self.tokenize(text, &mut s);
+                for (t, &k) in s.tokens.iter().zip(&s.keys) {
+                    doc.push(d as i64);
+                    start.push(t.start as i64);
+                    end.push(t.end as i64);
+                    nospace.push(t.nospace as u8);
+                    key.push(k);
+                }
+            }
+            (doc, start, end, nospace, key)
+        });
+        Ok([
+            as_bytes(py, &doc),
+            as_bytes(py, &start),
+            as_bytes(py, &end),
+            as_bytes(py, &nospace),
+            as_bytes(py, &key),
+        ])
+    }
+
+    /// The features of UTF-8 texts: (doc int64, hash uint64, weight float32) as bytes.
+    fn features<'py>(
+        &self,
+        py: Python<'py>,
+        texts_: &Bound<'py, PyList>,
+    ) -> PyResult<[Bound<'py, PyBytes>; 3]> {
+        let owned = texts(texts_)?;
+        let views: Vec<&[u8]> = owned.iter().map(|t| t.as_bytes()).collect();
+        let (doc, hash, weight) = py.detach(|| {
+            let mut s = Scratch::default();
+            let (mut doc, mut hash, mut weight) = (vec![], vec![], vec![]);
+            for (d, text) in views.iter().enumerate() {
+                self.tokenize(text, &mut s);
+                self.featurize(text, &mut s);
+                doc.extend(std::iter::repeat_n(d as i64, s.features.hash.len()));
+                hash.extend_from_slice(&s.features.hash);
+                weight.extend_from_slice(&s.features.weight);
+            }
+            (doc, hash, weight)
+        });
+        Ok([as_bytes(py, &doc), as_bytes(py, &hash), as_bytes(py, &weight)])
+    }
+
+    /// What the engine needs of each UTF-8 text: (fingerprints uint64, digests uint64
+    /// pairs, literal shingle sets uint64 concatenated, their bounds int64) as bytes.
+    fn prints<'py>(
+        &self,
+        py: Python<'py>,
+        texts_: &Bound<'py, PyList>,
+    ) -> PyResult<[Bound<'py, PyBytes>; 4]> {
+        let owned = texts(texts_)?;
+        let views: Vec<&[u8]> = owned.iter().map(|t| t.as_bytes()).collect();
+        let (fps, digests, shingles, bounds) = py.detach(|| {
+            let mut s = Scratch::default();
+            let mut fps = Vec::with_capacity(views.len());
+            let mut digests = Vec::with_capacity(2 * views.len());
+            let (mut shingles, mut bounds) = (vec![], vec![0i64]);
+            for text in &views {
+                self.tokenize(text, &mut s);
+                self.featurize(text, &mut s);
+                fps.push(simhash(&s.features));
+                digests.extend(digest(&s.keys));
+                self.literal_shingles(&mut s);
+                shingles.extend_from_slice(&s.shingles);
+                bounds.push(shingles.len() as i64);
+            }
+            (fps, digests, shingles, bounds)
+        });
+        Ok([
+            as_bytes(py, &fps),
+            as_bytes(py, &digests),
+            as_bytes(py, &shingles),
+            as_bytes(py, &bounds),
+        ])
+    }
+
+    /// The literal shingle sets alone: (shingles uint64 concatenated, bounds int64).
+    fn shingle_sets<'py>(
+        &self,
+        py: Python<'py>,
+        texts_: &Bound<'py, PyList>,
+    ) -> PyResult<[Bound<'py, PyBytes>; 2]> {
+        let owned = texts(texts_)?;
+        let views: Vec<&[u8]> = owned.iter().map(|t| t.as_bytes()).collect();
+        let (shingles, bounds) = py.detach(|| {
+            let mut s = Scratch::default();
+            let (mut shingles, mut bounds) = (vec![], vec![0i64]);
+            for text in &views {
+                self.tokenize(text, &mut s);
+                self.literal_shingles(&mut s);
+                shingles.extend_from_slice(&s.shingles);
+                bounds.push(shingles.len() as i64);
+            }
+            (shingles, bounds)
+        });
+        Ok([as_bytes(py, &shingles), as_bytes(py, &bounds)])
+    }
+}
+
+/// verify.jaccard of two sorted sets of distinct uint64 (numpy arrays or any buffer).
+#[pyfunction]
+fn jaccard(py: Python<'_>, a: PyBuffer<u64>, b: PyBuffer<u64>) -> PyResult<f64> {
+    let (a, b) = (a.to_vec(py)?, b.to_vec(py)?);
+    if a.is_empty() && b.is_empty() {
+        return Ok(1.0);
+    }
+    let (mut i, mut j, mut inter) = (0, 0, 0usize);
+    while i < a.len() && j < b.len() {
+        match a[i].cmp(&b[j]) {
+            std::cmp::Ordering::Less => i += 1,
+            std::cmp::Ordering::Greater => j += 1,
+            std::cmp::Ordering::Equal => {
+                inter += 1;
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    Ok(inter as f64 / (a.len() + b.len() - inter) as f64)
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Kernels>()?;
+    m.add_function(wrap_pyfunction!(jaccard, m)?)?;
+    Ok(())
+}
