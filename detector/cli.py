@@ -478,6 +478,7 @@ def _serve(args: argparse.Namespace) -> int:
     )
     loop = Loop(detector, source, sink, Limits(settings.max_bytes, settings.max_tokens))
     loop.tombstones = args.tombstones
+    loop.prefetch = args.prefetch
     if args.retention:  # a slice of the index's keys a second: memory comes back steadily
         loop.upkeep = lambda: index.sweep(shards=SWEEP_SHARDS)
     with refusals(redis_at):

@@ -596,6 +596,15 @@ OWN: tuple[Option, ...] = (
     ),
     EXACTLY_ONCE,
     Option(
+        "prefetch",
+        "bool",
+        True,
+        "parse and fingerprint the next batch while this one is in Redis and Kafka round "
+        "trips (the offsets are still committed in order; a batch polled before a rewind "
+        "is dropped and read again)",
+        ("serve",),
+    ),
+    Option(
         "metrics-port",
         "int",
         9464,

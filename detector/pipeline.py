@@ -26,7 +26,7 @@ import multiprocessing
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar, cast
 
@@ -235,6 +235,10 @@ class Loop:
     upkeep_every: float = 1.0
     workers: int = 0
     start_method: str = "spawn"  # fork is quicker, but only safe without threads (detect)
+    # Parse and fingerprint the next batch in a thread while this one is in Redis and
+    # Kafka round trips (the native kernels and the sockets release the GIL). Polls and
+    # commits stay on this thread, in order.
+    prefetch: bool = False
     # A Kafka tombstone: "delete" forgets its id (index delete) and forwards a tombstone
     # of the same key; "ignore" passes over it.
     tombstones: str = "delete"
@@ -320,6 +324,9 @@ class Loop:
     def _prepared(self) -> Iterator[Prepared]:
         engine, limits, extractor = self.detector.engine, self.limits, self.detector.extractor
         batches = self.source.batches()
+        if self.workers <= 0 and self.prefetch:
+            yield from self._prefetched(batches)
+            return
         if self.workers <= 0:
             for b in batches:
                 yield _prepare_batch(engine, b, limits, extractor)
@@ -335,6 +342,25 @@ class Loop:
                     yield pending.popleft().result()
             while pending:
                 yield pending.popleft().result()
+
+    def _prefetched(self, batches: Iterator[Batch]) -> Iterator[Prepared]:
+        """Each batch prepared in a thread while the one before it is decided. A batch
+        polled before a commit rewound the source is dropped: its records come again."""
+        engine, limits, extractor = self.detector.engine, self.limits, self.detector.extractor
+        with ThreadPoolExecutor(1, thread_name_prefix="neardup-prepare") as pool:
+            ahead: tuple[Future[Prepared], int] | None = None
+            for b in batches:
+                polled = (
+                    pool.submit(_prepare_batch, engine, b, limits, extractor),
+                    self.source.rewinds,
+                )
+                if ahead is not None:
+                    prepared = ahead[0].result()
+                    if ahead[1] == self.source.rewinds:
+                        yield prepared
+                ahead = polled
+            if ahead is not None and ahead[1] == self.source.rewinds:
+                yield ahead[0].result()
 
 
 def _prepare_batch(

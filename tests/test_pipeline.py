@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
@@ -18,7 +18,7 @@ from detector.pipeline import Limits, Loop, Prepared, prepare, run
 from detector.records import DEFAULT_MAX_TOKENS, Decision, Tombstone
 from detector.retry import CONFLICTS, ExponentialBackoff, Retry
 from detector.settings import EngineSettings
-from detector.stream import Headers
+from detector.stream import Batch, Headers
 from detector.stream.memory import ListSink, ListSource
 
 from .helpers import (
@@ -278,6 +278,63 @@ def test_run_with_worker_processes_gives_the_same_decisions() -> None:
     run(make_detector(), records, workers, 4, Limits(10**7), workers=2, start_method="fork")
     assert [decision_verdict(d) for d in workers.out] == [decision_verdict(d) for d in inline.out]
     assert len(inline.out) == len(docs)
+
+
+class RewindingSource(ListSource):
+    """Goes back to the start of the batch at its `at`-th commit, once, as a transactional
+    source does when a rebalance aborts the batch's transaction: the batches polled in
+    between come again."""
+
+    def __init__(self, raw: list[bytes], batch_size: int, at: int) -> None:
+        super().__init__(raw, batch_size)
+        self.at, self.polled = at, 0
+        self.rewinds = 0
+        self._back: int | None = None
+
+    def batches(self) -> Iterator[Batch]:
+        end = 0
+        while end < len(self.records):
+            if self._back is not None:
+                end, self._back = self._back, None
+            part = self.records[end : end + self.batch_size]
+            self.polled += 1
+            yield Batch(part, end + len(part))
+            end += len(part)
+
+    def commit(self, position: object) -> None:
+        assert isinstance(position, int)
+        if len(self.committed) + 1 == self.at and not self.rewinds:
+            self.rewinds += 1
+            self._back = position - self.batch_size  # the aborted batch's first record
+            self.committed.append(-1)  # marks the abort
+            return
+        super().commit(position)
+
+
+def test_prefetch_gives_the_same_decisions_and_commits_in_order() -> None:
+    rng = random.Random(6)
+    docs = stream_from(sample_texts()[:60], rng, 40)
+    raw = [json.dumps({"id": d.id, "text": d.text}).encode() for d in docs]
+    inline, ahead = ListSink(), ListSink()
+    Loop(make_detector(), ListSource(raw, 4), inline, Limits(10**7)).run()
+    source = ListSource(raw, 4)
+    Loop(make_detector(), source, ahead, Limits(10**7), prefetch=True).run()
+    assert [decision_verdict(d) for d in ahead.out] == [decision_verdict(d) for d in inline.out]
+    assert source.committed == [*range(4, len(raw), 4), len(raw)]  # the last batch is short
+
+
+def test_prefetch_drops_a_batch_polled_before_a_rewind() -> None:
+    """A rebalance aborts batch 3: batch 4, prepared ahead, is not decided then, and the
+    commits never skip a record: 3 and 4 are committed once they come again."""
+    raw = records(24)
+    source, sink = RewindingSource(raw, 4, at=3), ListSink()
+    Loop(detector(), source, sink, Limits(10**7), prefetch=True).run()
+    assert source.committed == [4, 8, -1, 12, 16, 20, 24]
+    assert source.polled == 8  # batch 4 was polled before the rewind, dropped, polled again
+    ids = [d.id for d in sink.out]
+    assert ids[8:12] == ids[12:16]  # batch 3, published before its abort, then again
+    assert len(ids) == 24 + 4 and sorted(set(ids)) == sorted(json.loads(r)["id"] for r in raw)
+    assert ids[16:] == [json.loads(r)["id"] for r in raw[12:]]  # batch 4 once, after 3
 
 
 # --- the token limit ---------------------------------------------------------------------

@@ -28,6 +28,10 @@ class Batch:
 
 
 class Source(Protocol):
+    # How many times commit() moved the source back (a transaction aborted by a
+    # rebalance): a batch polled before that is polled again, and must not be decided.
+    rewinds: int
+
     def batches(self) -> Iterator[Batch]:
         """Batches until the source ends (a file) or is closed (Kafka). An empty batch
         means nothing arrived for now: the loop gets control back to stop or upkeep."""

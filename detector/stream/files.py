@@ -68,6 +68,8 @@ class FileSource:
         self.stream = open_input(path)
         self.batch_size = batch_size
 
+    rewinds = 0  # a file or a list never goes back
+
     def batches(self) -> Iterator[Batch]:
         for part in chunks(read_lines(self.stream, self.label), self.batch_size):
             yield Batch(part)

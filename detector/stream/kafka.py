@@ -346,6 +346,8 @@ class KafkaSource:
         )
         self.consumer.subscribe([topic])
 
+    rewinds = 0
+
     def batches(self) -> Iterator[Batch]:
         """Polls for ever (the loop stops taking them); an empty batch after a quiet poll."""
         while True:
@@ -708,6 +710,7 @@ class TransactionalSource(KafkaSource):
         for tp, offset in offsets.first.items():
             if tp in assigned:
                 self.consumer.seek(tp, offset)
+        self.rewinds += 1
         log.warning("transaction aborted: the group rebalanced; its records go again")
 
 

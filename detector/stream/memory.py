@@ -24,6 +24,8 @@ class ListSource:
         self.committed: list[int] = []
         self.closed = False
 
+    rewinds = 0  # a file or a list never goes back
+
     def batches(self) -> Iterator[Batch]:
         end = 0
         for part in chunks(iter(self.records), self.batch_size):
