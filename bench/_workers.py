@@ -2,10 +2,12 @@
 
     python bench/_workers.py NAME '{"json": "arguments"}'   -> one JSON line on stdout
 
-pipeline     the loop of `neardup detect`, timed in process (no start-up, no imports)
-fingerprint  normalize + features + SimHash alone, pinned to one CPU (the caller sets the
-             BLAS/OpenMP thread variables in the environment; the affinity is set here
-             before numpy is imported)
+pipeline     the loop of `neardup detect`, timed in process (no start-up, no imports);
+             the caller names the kernels among detect's arguments (--kernels K)
+fingerprint  fingerprinting alone with one engine's kernels (native or numpy), pinned to
+             one CPU (the caller sets the BLAS/OpenMP thread variables in the environment;
+             the affinity is set here before numpy is imported): Engine.fingerprint, and
+             normalize + engine.kernels.prints timed apart
 memory       the MemoryIndex a Detector builds over the corpus, measured with tracemalloc
              and with a recursive sys.getsizeof of its internal structures
 
@@ -14,8 +16,11 @@ Not a public interface: the arguments are whatever the scripts in bench/ pass.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
+import re
 import sys
 import time
 from typing import Any
@@ -55,26 +60,44 @@ def pipeline(args: dict[str, Any]) -> dict[str, Any]:
     argv = ["detect", args["corpus"], "-o", args["out"], "--no-progress", *args.get("extra", [])]
     runs = []
     for _ in range(args.get("repeat", 1)):
+        err = io.StringIO()  # the summary line, which names the kernels that ran
         t0 = time.perf_counter()
-        rc = detector.cli.main(argv)
+        with contextlib.redirect_stderr(err):
+            rc = detector.cli.main(argv)
         whole = time.perf_counter() - t0
+        sys.stderr.write(err.getvalue())
         if rc != 0:
             raise SystemExit(f"neardup detect (in process) exited {rc}")
-        runs.append({"main_s": whole, "run_s": timed[-1], "load1": os.getloadavg()[0]})
+        lines = err.getvalue().strip().splitlines()
+        summary = lines[-1] if lines else ""
+        m = re.search(r"; (\w+) kernels$", summary)
+        runs.append(
+            {
+                "main_s": whole,
+                "run_s": timed[-1],
+                "load1": os.getloadavg()[0],
+                "kernels": m[1] if m else None,
+                "summary": summary,
+            }
+        )
     return {"imports_s": imports, "runs": runs}
 
 
 def fingerprint(args: dict[str, Any]) -> dict[str, Any]:
+    """Fingerprinting alone, batches of `batch_size`, `repeat` times with an
+    Engine(kernels=args["kernels"]), fresh each run: Engine.fingerprint (normalize, the
+    kernels, Print objects), and the "bare" path timed in two parts: normalize each text,
+    then engine.kernels.prints(texts) (fingerprints, exact-copy digests, the literal
+    pass's shingle sets)."""
     cpu = args["cpu"]
     os.sched_setaffinity(0, {cpu})  # before numpy starts any thread
     from detector.engine import Engine
-    from detector.features import Featurizer
     from detector.normalize import normalize
     from detector.records import parse_document
-    from detector.simhash import simhash
     from detector.stream.files import input_label, open_input, read_lines
     from detector.tokenize import char_classes
 
+    kernels = args.get("kernels", "auto")
     with open_input(args["corpus"]) as stream:
         docs = []
         for raw, _ in read_lines(stream, input_label(args["corpus"])):
@@ -89,27 +112,27 @@ def fingerprint(args: dict[str, Any]) -> dict[str, Any]:
     char_classes()  # built once per process on the first non-ASCII text; not per batch
     char_table = time.perf_counter() - t0
 
+    name = None
     engine_runs, bare_runs = [], []
     for _ in range(args.get("repeat", 3)):
-        engine = Engine()  # fresh: its token table warms up during the run, as in a stream
+        engine = Engine(kernels=kernels)  # fresh each run, as a stream starts
+        name = engine.kernels.name
         t0 = time.perf_counter()
         for b in batches:
             engine.fingerprint(b)
         engine_runs.append(time.perf_counter() - t0)
 
-        featurizer = Featurizer()
-        stages = {"normalize": 0.0, "features": 0.0, "simhash": 0.0}
+        engine = Engine(kernels=kernels)
+        prints = engine.kernels.prints
+        stages = {"normalize": 0.0, "kernel": 0.0}
         for b in batches:
             t0 = time.perf_counter()
             texts = [normalize(d.text) for d in b]
             t1 = time.perf_counter()
-            features = featurizer.batch(texts)
+            prints(texts)
             t2 = time.perf_counter()
-            simhash(features)
-            t3 = time.perf_counter()
             stages["normalize"] += t1 - t0
-            stages["features"] += t2 - t1
-            stages["simhash"] += t3 - t2
+            stages["kernel"] += t2 - t1
         bare_runs.append({"total": sum(stages.values()), **stages})
     return {
         "cpu": cpu,
@@ -118,6 +141,8 @@ def fingerprint(args: dict[str, Any]) -> dict[str, Any]:
             k: os.environ.get(k)
             for k in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
         },
+        "kernels_asked": kernels,
+        "kernels": name,
         "docs": len(docs),
         "text_mb": text_bytes / 1e6,
         "batches": len(batches),
