@@ -202,6 +202,11 @@ def snapshot_code(tmp: Path, smoke: Path | None, tries: int = 6, wait: float = 2
             dest / "detector",
             ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
         )
+        # Byte-compiled as pip compiles an installed package: a start reads .pyc files
+        # (this machine sets PYTHONDONTWRITEBYTECODE, so no run would write them).
+        import compileall
+
+        compileall.compile_dir(dest / "detector", quiet=1)
         state = _describe(dest / "detector")
         Code.dir, Code.state, Code.digest = dest, state, _digest(dest / "detector")
         problem = _smoke(dest, smoke)

@@ -55,9 +55,15 @@ _NO_SPACE_RANGES = (
     "\uf900-\ufaff"  # CJK compatibility ideographs
     "\U00020000-\U0003134f"  # CJK extensions B-G
 )
-NO_SPACE_CHAR = re.compile(f"[{_NO_SPACE_RANGES}]")
+NO_SPACE_CHAR = f"[{_NO_SPACE_RANGES}]"
 # A token is one no-space-script character or a run of other word characters.
-TOKEN = re.compile(f"[{_NO_SPACE_RANGES}]|(?:(?![{_NO_SPACE_RANGES}])\\w)+")
+TOKEN = f"[{_NO_SPACE_RANGES}]|(?:(?![{_NO_SPACE_RANGES}])\\w)+"
+
+
+@cache
+def _token() -> re.Pattern[str]:
+    """Compiled when first used (10 ms): the tables and the native kernels stand in for it."""
+    return re.compile(TOKEN)
 
 
 def looks_like_html(text: str) -> bool:
@@ -187,7 +193,7 @@ def tokens(normalized: str) -> list[str]:
     """
     if normalized.isascii():
         return _ASCII_WORD.findall(normalized)
-    return TOKEN.findall(normalized)
+    return _token().findall(normalized)
 
 
 _ASCII_WORD = re.compile(r"\w+")

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import difflib
 import math
-import tomllib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
@@ -853,6 +852,8 @@ def _toml(value: Any) -> str:
 
 def read_file(path: str) -> dict[str, Any]:
     """The options of a TOML config file, checked: {dest: value}."""
+    import tomllib  # only when there is a file: a start without one does not pay for it
+
     where = f"config file {path}"
     try:
         with open(path, "rb") as f:

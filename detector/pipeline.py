@@ -22,11 +22,10 @@ decisions (`neardup detect --workers N`), which stay in source order in this one
 
 from __future__ import annotations
 
-import multiprocessing
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar, cast
 
@@ -332,6 +331,9 @@ class Loop:
                 yield _prepare_batch(engine, b, limits, extractor)
             return
         # Each worker learns its own copy of the template model from the batches it gets.
+        import multiprocessing  # worker processes only: detect's default is none
+        from concurrent.futures import ProcessPoolExecutor
+
         context = multiprocessing.get_context(self.start_method)
         start = (engine, extractor)
         with ProcessPoolExecutor(self.workers, context, _start_worker, start) as pool:

@@ -4,7 +4,6 @@ and a handshake that no retry can cure is told apart from a server that is away.
 from __future__ import annotations
 
 import os
-import ssl
 
 from .errors import ConfigError, cause
 
@@ -29,6 +28,8 @@ def check_tls_files(ca: str | None, cert: str | None, key: str | None, prefix: s
     for name, path in (("ca", ca), ("cert", cert), ("key", key)):
         if path:
             readable_file(path, f"{prefix}-{name}-file")
+    import ssl  # here, not at the top: `neardup detect` reads no certificate
+
     context = ssl.create_default_context()
     if ca:
         try:
@@ -51,6 +52,8 @@ def check_tls_files(ca: str | None, cert: str | None, key: str | None, prefix: s
 def tls_refusal(exc: BaseException, where: str, prefix: str) -> ConfigError | None:
     """The ConfigError for a TLS failure that no retry cures: the server's certificate is
     not trusted, or the server refused the handshake (our client certificate)."""
+    import ssl
+
     if cert := cause(exc, ssl.SSLCertVerificationError):
         return ConfigError(
             f"{where}: its TLS certificate is not trusted ({cert.verify_message}); "

@@ -26,7 +26,7 @@ _U64 = np.uint64
 def char_classes() -> np.ndarray:
     """Class of every code point, from the regex engine's own \\w (the interpreter's
     Unicode) and the no-space scripts' ranges."""
-    return cached("char-classes", f"{TOKEN.pattern}/1", _char_classes)
+    return cached("char-classes", f"{TOKEN}/1", _char_classes)
 
 
 def _char_classes() -> np.ndarray:
@@ -34,7 +34,7 @@ def _char_classes() -> np.ndarray:
     every = "".join(map(chr, range(CODE_POINTS)))  # index = code point (surrogates match nothing)
     for m in re.finditer(r"\w+", every):
         table[m.start() : m.end()] = WORD
-    for m in re.finditer(NO_SPACE_CHAR.pattern + "+", every):
+    for m in re.finditer(NO_SPACE_CHAR + "+", every):
         table[m.start() : m.end()] = NO_SPACE
     return table
 
