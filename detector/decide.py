@@ -73,7 +73,9 @@ class Detector:
         is decided again against a fresh lookup, which now sees that document.
         """
         if prints is None:
-            prints = self.engine.fingerprint(docs, texts_of(docs, self.extractor))
+            prints = self.engine.fingerprint(
+                docs, texts_of(docs, self.extractor, self.engine.kernels.fold)
+            )
         out: list[Decision] = []
 
         def attempt() -> None:

@@ -25,14 +25,14 @@ A page that cannot be parsed within the bounds below falls back to the stripped 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import xxhash
 
-from .normalize import fold, looks_like_html, normalize, strip_markup
+from .normalize import fold, looks_like_html, strip_markup
 from .records import Document
 from .templates import Templates, lesson
 
@@ -322,16 +322,21 @@ class Extractor:
 LESSON = 16
 
 
-def texts(docs: Sequence[Document], extractor: Extractor | None) -> list[str]:
+def texts(
+    docs: Sequence[Document],
+    extractor: Extractor | None,
+    folder: Callable[[list[str]], list[str]] | None = None,
+) -> list[str]:
     """The normalized text each document is decided on (one definition: the fingerprint,
     the exact-copy digest, the literal pass and the stored text all take it). Sets each
-    HTML page's `extraction`."""
+    HTML page's `extraction`. `folder` is normalize.fold of a batch (the engine's
+    kernels'), one text at a time by default."""
     got = extractor.batch(docs) if extractor is not None else [None] * len(docs)
     out = []
     for doc, extracted in zip(docs, got, strict=True):
         if extracted is None:
-            out.append(normalize(doc.text))
+            out.append(strip_markup(doc.text))
         else:
             doc.extraction = extracted.extraction
-            out.append(fold(extracted.text))
-    return out
+            out.append(extracted.text)
+    return folder(out) if folder is not None else [fold(t) for t in out]

@@ -18,6 +18,7 @@ import numpy as np
 from .errors import ConfigError
 from .features import Featurizer, IdfTable
 from .hashing import fmix64
+from .normalize import casefolds, fold, nfkc_safe
 from .simhash import simhash
 from .tokenize import char_classes
 from .verify import ReferenceShingler, shingle_sets
@@ -44,6 +45,10 @@ class NumpyKernels(ReferenceShingler):
     def __init__(self, featurizer: Featurizer, literal_n: int) -> None:
         super().__init__(literal_n)
         self.featurizer = featurizer
+
+    @staticmethod
+    def fold(texts: list[str]) -> list[str]:
+        return [fold(t) for t in texts]
 
     def prints(self, texts: list[str]) -> Prints:
         features = self.featurizer.batch(texts)
@@ -76,12 +81,19 @@ class NativeKernels:
             table = {"by_length": [float(np.float32(w)) for w in lengths]}
         self._kernels = module.Kernels(
             char_classes().tobytes(),
+            nfkc_safe().tobytes(),
+            casefolds().astype("<i4").tobytes(),
             config.cjk_n,
             config.n if config.kind == "shingles" else 1,
             literal_n,
             **table,
         )
         self.jaccard = module.jaccard
+
+    def fold(self, texts: list[str]) -> list[str]:
+        """normalize.fold of each text; unicodedata normalizes those that need NFKC."""
+        folded = self._kernels.fold(texts)
+        return [f if f is not None else fold(t) for f, t in zip(folded, texts, strict=True)]
 
     def prints(self, texts: list[str]) -> Prints:
         fps, dgs, sets, bounds = self._kernels.prints(_utf8(texts))

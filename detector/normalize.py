@@ -186,6 +186,59 @@ def fold(text: str) -> str:
     return text.casefold()
 
 
+# --------------------------------------------------- tables for the native fold (kernels)
+
+
+@cache
+def nfkc_safe() -> np.ndarray:
+    """1 for a code point that leaves any text it is in NFKC when every other character
+    is such too: a starter (combining class 0) that NFKC keeps as it is and that composes
+    with no character before it (the second of no canonical pair, no Hangul vowel or
+    trailing consonant). A text of these needs no normalization; any other character
+    sends its text to unicodedata, as fold() does. (UAX #15's NFKC_Quick_Check "yes",
+    from below: where in doubt, a character is not safe.)"""
+    return cached("nfkc-safe", "starter-kept-composes-with-nothing/1", _nfkc_safe)
+
+
+def _nfkc_safe() -> np.ndarray:
+    seconds = set()
+    for c in range(CODE_POINTS):
+        parts = unicodedata.decomposition(chr(c)).split()
+        if len(parts) == 2 and not parts[0].startswith("<"):  # a canonical pair
+            seconds.add(int(parts[1], 16))
+    table = np.zeros(CODE_POINTS, np.uint8)
+    for c in range(CODE_POINTS):
+        ch = chr(c)
+        table[c] = (
+            c not in seconds
+            and not 0xD800 <= c <= 0xDFFF
+            and unicodedata.combining(ch) == 0
+            and unicodedata.normalize("NFKC", ch) == ch
+        )
+    table[0x1160 : 0x11FF + 1] = 0  # Hangul jamo: vowels and trailing consonants compose
+    return table
+
+
+@cache
+def casefolds() -> np.ndarray:
+    """str.casefold of every code point, as (3, code points) int32: the first character
+    as an offset from the code point itself, then the second and third or 0 (a fold is
+    at most three characters; it never depends on the neighbours)."""
+    flat = cached("casefold", "str.casefold/1", _casefolds, 3 * CODE_POINTS, np.int32)
+    return flat.reshape(3, CODE_POINTS)
+
+
+def _casefolds() -> np.ndarray:
+    table = np.zeros((3, CODE_POINTS), np.int32)
+    for c in range(CODE_POINTS):
+        folded = chr(c).casefold()
+        if folded != chr(c):
+            table[0, c] = ord(folded[0]) - c
+            for i, ch in enumerate(folded[1:], 1):
+                table[i, c] = ord(ch)
+    return table.ravel()
+
+
 def tokens(normalized: str) -> list[str]:
     """Words of a normalized text: runs of word characters; no-space scripts per character.
 

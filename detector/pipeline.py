@@ -108,7 +108,7 @@ def prepare(
             parsed.append((doc, (raw, where), headers))
     texts = []
     before = [0]  # before[j]: the docs kept of parsed[:j]
-    all_texts = texts_of([d for d, _, _ in parsed], extractor)
+    all_texts = texts_of([d for d, _, _ in parsed], extractor, engine.kernels.fold)
     for (doc, (raw, where), headers), text in zip(parsed, all_texts, strict=True):
         try:
             check_tokens(text, limits.max_tokens)

@@ -16,6 +16,7 @@ import tempfile
 import unicodedata
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import xxhash
@@ -29,8 +30,15 @@ def cache_dir() -> Path:
     return Path(base) / "neardup"
 
 
-def cached(name: str, source: str, build: Callable[[], np.ndarray]) -> np.ndarray:
-    """The uint8 table `build` makes, from the cache when an equal one was kept there.
+def cached(
+    name: str,
+    source: str,
+    build: Callable[[], np.ndarray],
+    size: int = CODE_POINTS,
+    dtype: type[np.integer[Any]] = np.uint8,
+) -> np.ndarray:
+    """The table of `size` integers `build` makes, from the cache when an equal one was
+    kept there.
 
     `source` is what the table depends on besides the Unicode version (a pattern, a
     definition's version): a change to it names another file.
@@ -40,7 +48,7 @@ def cached(name: str, source: str, build: Callable[[], np.ndarray]) -> np.ndarra
     path = cache_dir() / f"{name}-u{UNICODE_VERSION}-{key}.npy"
     try:
         runs = np.load(path, allow_pickle=False)
-        table = _decode(runs)
+        table = _decode(runs, size, dtype)
         if table is not None:
             return table
     except (OSError, ValueError, EOFError):
@@ -56,16 +64,17 @@ def _encode(table: np.ndarray) -> np.ndarray:
     return np.stack((starts, table[starts].astype(np.int64)))
 
 
-def _decode(runs: np.ndarray) -> np.ndarray | None:
+def _decode(runs: np.ndarray, size: int, dtype: type[np.integer[Any]]) -> np.ndarray | None:
     if runs.ndim != 2 or runs.shape[0] != 2 or runs.shape[1] == 0 or runs.dtype != np.int64:
         return None
     starts, values = runs
-    if starts[0] != 0 or (np.diff(starts) <= 0).any() or starts[-1] >= CODE_POINTS:
+    if starts[0] != 0 or (np.diff(starts) <= 0).any() or starts[-1] >= size:
         return None
-    if (values < 0).any() or (values > 255).any():
+    limits = np.iinfo(dtype)
+    if (values < limits.min).any() or (values > limits.max).any():
         return None
-    lengths = np.diff(np.append(starts, CODE_POINTS))
-    return np.repeat(values.astype(np.uint8), lengths)
+    lengths = np.diff(np.append(starts, size))
+    return np.repeat(values.astype(dtype), lengths)
 
 
 def _store(path: Path, runs: np.ndarray) -> None:

@@ -79,6 +79,42 @@ TEXTS = st.lists(TEXT, max_size=8)
 HUGE = ["a" * 70_000 + " " + "β" * 10_000, "中" * 5_000, "x" * 9 + "\u0301" * 500]
 
 
+# What NFKC and case folding do most to: compatibility forms, ligatures, Hangul jamo,
+# composing starters (the second of a canonical pair), expanding folds.
+FOLDING = st.one_of(
+    ALPHABET,
+    st.characters(min_codepoint=0x1100, max_codepoint=0x11FF),
+    st.characters(min_codepoint=0xFB00, max_codepoint=0xFB4F),
+    st.characters(min_codepoint=0xFF00, max_codepoint=0xFFEF),
+    st.characters(min_codepoint=0x2150, max_codepoint=0x218F),
+    st.characters(min_codepoint=0x3300, max_codepoint=0x33FF),
+    st.sampled_from("ßẞİıΣσςﬁŉǰΐ\u0cd5\u0b3e\u0bbe\u102e\u1161\u11a8\u0345\u1e9b"),
+)
+
+
+@given(st.lists(st.text(FOLDING, max_size=60) | st.sampled_from(FRAGMENTS), max_size=8))
+@example(["Straße ǅ ﬃ Ⅻ ㍱ 가 \u1100\u1161\u11a8 e\u0301 \u0b47\u0b3e", "\udcff a", "A" * 5000])
+@settings(max_examples=300, deadline=None)
+def test_fold_is_the_reference_s(texts: list[str]) -> None:
+    from detector.normalize import fold
+
+    _, native = pair()
+    assert native.fold(texts) == [fold(t) for t in texts]
+
+
+def test_the_fold_tables_say_what_the_interpreter_says() -> None:
+    """Every code point the native fold takes without unicodedata is NFKC alone, and
+    folds as str.casefold folds it."""
+    from detector.normalize import casefolds, nfkc_safe
+
+    safe, folds = nfkc_safe(), casefolds()
+    for c in np.flatnonzero(safe[:0x32400]).tolist():  # beyond: no character is assigned
+        ch = chr(c)
+        assert unicodedata.is_normalized("NFKC", ch), hex(c)
+        rest = "".join(chr(p) for p in (int(folds[1, c]), int(folds[2, c])) if p)
+        assert chr(c + int(folds[0, c])) + rest == ch.casefold(), hex(c)
+
+
 def test_ascii_classes_are_the_tables() -> None:
     """The native tokenizer classifies ASCII through the table: it must say what the
     reference's ASCII shortcut says."""
@@ -245,3 +281,28 @@ def assert_same_sets(a: list[np.ndarray], b: list[np.ndarray]) -> None:
 
 if __name__ == "__main__":
     sys.exit(freeze())
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["t", "v384", "v8"]), st.integers(0, 27), st.integers(0, 2**64 - 1)
+        ),
+        max_size=50,
+    )
+)
+def test_bucket_names_are_the_reference_s(buckets: list[tuple[str, int, int]]) -> None:
+    from detector.index.redis import keys
+
+    layout = keys.Layout("ix")
+    spaces = [b[0] for b in buckets]
+    tables = np.array([b[1] for b in buckets], np.int64)
+    fps = np.array([b[2] for b in buckets], np.uint64)
+    native, shards = layout.buckets(spaces, tables, fps)
+    saved, keys._NATIVE = keys._NATIVE, None
+    try:
+        reference, same_shards = layout.buckets(spaces, tables, fps)
+    finally:
+        keys._NATIVE = saved
+    assert [n.decode() for n in native] == reference
+    assert np.array_equal(shards, same_shards)

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyList};
+use pyo3::types::{PyBytes, PyList, PyString};
 use xxhash_rust::xxh3::xxh3_64;
 
 const CODE_POINTS: usize = 0x110000;
@@ -132,6 +132,8 @@ struct Features {
 #[pyclass(frozen)]
 struct Kernels {
     classes: Vec<u8>,
+    safe: Vec<u8>,   // normalize.nfkc_safe: 1 where NFKC has nothing to do
+    folds: Vec<[i32; 3]>, // normalize.casefolds per code point: offset, second, third
     weights: Weights,
     cjk_n: usize,
     shingle_n: usize, // features "words" is 1
@@ -193,6 +195,33 @@ impl Kernels {
     }
 }
 
+impl Kernels {
+    fn fold_one(&self, text: &str) -> Option<String> {
+        let mut out = String::with_capacity(text.len());
+        for ch in text.chars() {
+            if ch.is_ascii() {
+                out.push(ch.to_ascii_lowercase()); // what str.casefold does to ASCII
+                continue;
+            }
+            let c = ch as usize;
+            if self.safe[c] == 0 {
+                return None;
+            }
+            let [first, second, third] = self.folds[c];
+            if first == 0 && second == 0 {
+                out.push(ch);
+                continue;
+            }
+            for code in [c as i64 + first as i64, second as i64, third as i64] {
+                if code != 0 {
+                    out.push(char::from_u32(code as u32)?);
+                }
+            }
+        }
+        Some(out)
+    }
+}
+
 /// features._nospace_ngrams: each run of adjacent no-space characters becomes its
 /// character n-grams; a run shorter than n, one feature of the whole run.
 fn nospace_ngrams(tokens: &[Token], f: &Features, out: &mut Features, n: usize) {
@@ -247,13 +276,48 @@ fn word_shingles(f: &Features, out: &mut Features, n: usize) {
 /// sum is a multiple of 2^-23 below 2^30 and exact in float64: the sums, and so the bits,
 /// do not depend on the order of addition, which differs from numpy's.
 fn simhash(f: &Features) -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2, checked just above
+        return unsafe { simhash_avx2(f) };
+    }
+    simhash_sums(f)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn simhash_avx2(f: &Features) -> u64 {
+    simhash_sums(f) // the same code, vectorized four sums at a time
+}
+
+/// BYTE_BITS[v][b] = bit b of the byte value v, as a factor: a feature's weight goes to
+/// the sums of its set bits by eight multiply-adds a byte, which vectorize.
+const BYTE_BITS: [[f64; 8]; 256] = {
+    let mut table = [[0.0; 8]; 256];
+    let mut v = 0;
+    while v < 256 {
+        let mut b = 0;
+        while b < 8 {
+            table[v][b] = ((v >> b) & 1) as f64;
+            b += 1;
+        }
+        v += 1;
+    }
+    table
+};
+
+#[inline(always)]
+fn simhash_sums(f: &Features) -> u64 {
     let mut above = [0f64; 64];
     let mut total = 0f64;
     for (&h, &w) in f.hash.iter().zip(&f.weight) {
         let w = w as f64;
         total += w;
-        for (bit, sum) in above.iter_mut().enumerate() {
-            *sum += w * ((h >> bit) & 1) as f64;
+        for (j, sums) in above.chunks_exact_mut(8).enumerate() {
+            let bits = &BYTE_BITS[((h >> (8 * j)) & 0xFF) as usize];
+            for b in 0..8 {
+                sums[b] += w * bits[b];
+            }
         }
     }
     let mut fp = 0u64;
@@ -293,9 +357,12 @@ impl Kernels {
     /// by_length or table + unseen: the weights; cjk_n, shingle_n: the feature config;
     /// literal_n: words per shingle of the literal pass.
     #[new]
-    #[pyo3(signature = (classes, cjk_n, shingle_n, literal_n, by_length=None, table=None, unseen=1.0))]
+    #[pyo3(signature = (classes, safe, folds, cjk_n, shingle_n, literal_n, by_length=None, table=None, unseen=1.0))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         classes: &[u8],
+        safe: &[u8],
+        folds: &[u8],
         cjk_n: usize,
         shingle_n: usize,
         literal_n: usize,
@@ -303,9 +370,17 @@ impl Kernels {
         table: Option<HashMap<Vec<u8>, f32>>,
         unseen: f32,
     ) -> PyResult<Self> {
-        if classes.len() != CODE_POINTS {
-            return Err(PyValueError::new_err("classes must give one byte per code point"));
+        if classes.len() != CODE_POINTS || safe.len() != CODE_POINTS {
+            return Err(PyValueError::new_err("classes and safe need a byte per code point"));
         }
+        if folds.len() != 3 * 4 * CODE_POINTS {
+            return Err(PyValueError::new_err("folds needs three int32 per code point"));
+        }
+        let row = |r: usize, c: usize| {
+            let b = &folds[4 * (r * CODE_POINTS + c)..][..4];
+            i32::from_le_bytes([b[0], b[1], b[2], b[3]])
+        };
+        let folds = (0..CODE_POINTS).map(|c| [row(0, c), row(1, c), row(2, c)]);
         if cjk_n == 0 || shingle_n == 0 || literal_n == 0 {
             return Err(PyValueError::new_err("n-gram and shingle sizes must be at least 1"));
         }
@@ -314,7 +389,30 @@ impl Kernels {
             (None, Some(t)) => Weights::Table(t, unseen),
             _ => return Err(PyValueError::new_err("give by_length or table, not both")),
         };
-        Ok(Kernels { classes: classes.to_vec(), weights, cjk_n, shingle_n, literal_n })
+        Ok(Kernels {
+            classes: classes.to_vec(),
+            safe: safe.to_vec(),
+            folds: folds.collect(),
+            weights,
+            cjk_n,
+            shingle_n,
+            literal_n,
+        })
+    }
+
+    /// normalize.fold of each text (NFKC, then str.casefold) where the text needs no
+    /// NFKC work; None where it does (or holds a lone surrogate): unicodedata decides those.
+    fn fold<'py>(
+        &self,
+        py: Python<'py>,
+        texts_: &Bound<'py, PyList>,
+    ) -> PyResult<Vec<Option<Bound<'py, PyString>>>> {
+        let owned: Vec<Bound<'py, PyString>> =
+            texts_.iter().map(|t| Ok(t.cast_into::<PyString>()?)).collect::<PyResult<_>>()?;
+        let views: Vec<Option<&str>> = owned.iter().map(|t| t.to_str().ok()).collect();
+        let folded: Vec<Option<String>> =
+            py.detach(|| views.iter().map(|t| t.and_then(|t| self.fold_one(t))).collect());
+        Ok(folded.into_iter().map(|f| f.map(|f| PyString::new(py, &f))).collect())
     }
 
     /// The tokens of UTF-8 texts: (doc int64, start int64, end int64, nospace bool,
@@ -452,9 +550,40 @@ fn jaccard(py: Python<'_>, a: PyBuffer<u64>, b: PyBuffer<u64>) -> PyResult<f64> 
     Ok(inter as f64 / (a.len() + b.len() - inter) as f64)
 }
 
+/// The Redis index's bucket names (index/redis/keys.py, Layout.buckets): for bucket i,
+/// prefixes[which[i]] + "{table}:{key:x}", as bytes.
+#[pyfunction]
+fn bucket_names<'py>(
+    py: Python<'py>,
+    prefixes: Vec<Vec<u8>>,
+    which: PyBuffer<u32>,
+    tables: PyBuffer<i64>,
+    keys: PyBuffer<u64>,
+) -> PyResult<Vec<Bound<'py, PyBytes>>> {
+    let (which, tables, keys) = (which.to_vec(py)?, tables.to_vec(py)?, keys.to_vec(py)?);
+    if which.len() != tables.len() || which.len() != keys.len() {
+        return Err(PyValueError::new_err("which, tables and keys differ in length"));
+    }
+    let mut name = Vec::with_capacity(64);
+    let mut out = Vec::with_capacity(which.len());
+    for ((&w, &table), &key) in which.iter().zip(&tables).zip(&keys) {
+        let prefix = prefixes
+            .get(w as usize)
+            .ok_or_else(|| PyValueError::new_err("a bucket's prefix is missing"))?;
+        name.clear();
+        name.extend_from_slice(prefix);
+        name.extend_from_slice(table.to_string().as_bytes());
+        name.push(b':');
+        name.extend_from_slice(format!("{key:x}").as_bytes());
+        out.push(PyBytes::new(py, &name));
+    }
+    Ok(out)
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Kernels>()?;
     m.add_function(wrap_pyfunction!(jaccard, m)?)?;
+    m.add_function(wrap_pyfunction!(bucket_names, m)?)?;
     Ok(())
 }
