@@ -59,10 +59,11 @@ def parse_document(raw: bytes, max_bytes: int = DEFAULT_MAX_BYTES) -> Document:
     """One input record (a JSONL line or a Kafka value) -> Document, or BadRecord."""
     if len(raw) > max_bytes:
         raise BadRecord("too_large", f"{len(raw)} bytes, the limit is {max_bytes}")
+    strict = True  # orjson refuses lone surrogate escapes: its strings are all characters
     try:
         body = orjson.loads(raw)
     except orjson.JSONDecodeError:  # the standard parser says why, as it always did
-        body = _standard_json(raw)
+        body, strict = _standard_json(raw), False
     if not isinstance(body, dict):
         raise BadRecord("not_an_object", f"got a JSON {type(body).__name__}")
     doc_id, text = body.get("id"), body.get("text")
@@ -80,7 +81,7 @@ def parse_document(raw: bytes, max_bytes: int = DEFAULT_MAX_BYTES) -> Document:
         raise BadRecord("missing_text")
     if not isinstance(text, str):
         raise BadRecord("bad_text", f"text must be a string, got {type(text).__name__}")
-    for name, value in (("id", doc_id), ("text", text)):
+    for name, value in () if strict else (("id", doc_id), ("text", text)):
         try:
             value.encode("utf-8")
         except UnicodeEncodeError:  # a JSON escape of a lone surrogate: not a character
