@@ -46,10 +46,16 @@ fn combine(hashes: &[u64]) -> u64 {
 #[inline]
 fn span_hash(bytes: &[u8]) -> u64 {
     let mut h = fmix64((bytes.len() as u64).wrapping_mul(SPAN_SEED));
-    for chunk in bytes.chunks(8) {
-        let mut word = [0u8; 8];
-        word[..chunk.len()].copy_from_slice(chunk);
-        h = fmix64(h ^ u64::from_le_bytes(word)).wrapping_add(SPAN_STEP);
+    let mut chunks = bytes.chunks_exact(8);
+    for chunk in &mut chunks {
+        let word = u64::from_le_bytes(chunk.try_into().expect("eight bytes"));
+        h = fmix64(h ^ word).wrapping_add(SPAN_STEP);
+    }
+    let tail = chunks.remainder();
+    if !tail.is_empty() {
+        // byte by byte: a copy into a buffer would be a memcpy call per token
+        let word = tail.iter().rev().fold(0u64, |w, &b| (w << 8) | b as u64);
+        h = fmix64(h ^ word).wrapping_add(SPAN_STEP);
     }
     h
 }
@@ -67,11 +73,30 @@ fn tokens(text: &[u8], classes: &[u8], out: &mut Vec<Token>) {
     let at = |i: usize| -> u32 { text.get(i).copied().unwrap_or(b' ') as u32 };
     let mut run: Option<usize> = None;
     let mut i = 0;
+    let ascii_word = |i: usize| text[i] < 0x80 && classes[text[i] as usize] == WORD;
+    let ascii_other = |i: usize| text[i] < 0x80 && classes[text[i] as usize] != WORD;
     while i < text.len() {
+        // Runs of ASCII word or non-word bytes, most of any text, in tight loops.
+        if ascii_word(i) {
+            run.get_or_insert(i);
+            i += 1;
+            while i < text.len() && ascii_word(i) {
+                i += 1;
+            }
+            continue;
+        }
+        if ascii_other(i) {
+            if let Some(start) = run.take() {
+                out.push(Token { start, end: i, nospace: false });
+            }
+            i += 1;
+            while i < text.len() && ascii_other(i) {
+                i += 1;
+            }
+            continue;
+        }
         let b0 = text[i] as u32;
-        let (size, class) = if b0 < 0x80 {
-            (1, classes[b0 as usize])
-        } else if b0 < 0xC0 {
+        let (size, class) = if b0 < 0xC0 {
             (1, 0) // a continuation byte without its lead: no character
         } else {
             let (size, code) = if b0 < 0xE0 {
