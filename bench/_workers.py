@@ -86,13 +86,13 @@ def pipeline(args: dict[str, Any]) -> dict[str, Any]:
 def fingerprint(args: dict[str, Any]) -> dict[str, Any]:
     """Fingerprinting alone, batches of `batch_size`, `repeat` times with an
     Engine(kernels=args["kernels"]), fresh each run: Engine.fingerprint (normalize, the
-    kernels, Print objects), and the "bare" path timed in two parts: normalize each text,
-    then engine.kernels.prints(texts) (fingerprints, exact-copy digests, the literal
-    pass's shingle sets)."""
+    kernels, Print objects), and the "bare" path timed in two parts: normalize (markup off,
+    then engine.kernels.fold: NFKC and case folding), then engine.kernels.prints(texts)
+    (fingerprints, exact-copy digests, the literal pass's shingle sets)."""
     cpu = args["cpu"]
     os.sched_setaffinity(0, {cpu})  # before numpy starts any thread
     from detector.engine import Engine
-    from detector.normalize import normalize
+    from detector.normalize import strip_markup
     from detector.records import parse_document
     from detector.stream.files import input_label, open_input, read_lines
     from detector.tokenize import char_classes
@@ -127,7 +127,7 @@ def fingerprint(args: dict[str, Any]) -> dict[str, Any]:
         stages = {"normalize": 0.0, "kernel": 0.0}
         for b in batches:
             t0 = time.perf_counter()
-            texts = [normalize(d.text) for d in b]
+            texts = engine.kernels.fold([strip_markup(d.text) for d in b])
             t1 = time.perf_counter()
             prints(texts)
             t2 = time.perf_counter()

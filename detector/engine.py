@@ -13,7 +13,7 @@ import numpy as np
 
 from . import kernels as _kernels
 from .features import Featurizer
-from .normalize import non_starters, normalize
+from .normalize import non_starters, strip_markup
 from .records import Document
 from .simhash import hyperplanes, simhash_vectors
 from .tables import UNICODE_VERSION
@@ -68,7 +68,7 @@ class Engine:
         """Prints of a batch; `texts` are the documents' normalized texts, when the caller
         has them already. A record with an embedding is decided on its vector alone."""
         if texts is None:
-            texts = [normalize(d.text) for d in docs]
+            texts = self.kernels.fold([strip_markup(d.text) for d in docs])
         plain: list[int] = []
         vectors: dict[int, list[int]] = {}  # dimension -> positions of its records
         for i, doc in enumerate(docs):
