@@ -185,7 +185,7 @@ def main() -> int:
     print(f"soak: {len(records):,} records of {corpus.name} per generation; {where}", flush=True)
     rate = a.rate
     if rate is None:
-        top = throughput(args, records, a.consumers)
+        top, _ = throughput(args, records, a.consumers)
         rate = a.fraction * top
         print(f"measured maximum: {top:,.0f} docs/s with {a.consumers} consumer(s)", flush=True)
     print(

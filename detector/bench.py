@@ -129,20 +129,35 @@ class Run:
             consumer.close()
 
 
-def throughput(args: Any, records: list[tuple[str, bytes]], consumers: int) -> float:
+def throughput(args: Any, records: list[tuple[str, bytes]], consumers: int) -> tuple[float, float]:
+    """Sustained docs/s, and the Redis server's CPU seconds per document (INFO cpu, over
+    every node, from the consumers' start to the last decision: their start-up too)."""
     run = Run(args, partitions=max(2, consumers))
     producer = KafkaProducer(**run.kafka.common(), linger_ms=20)
     for doc_id, raw in records:
         producer.send(run.input, key=doc_id.encode(), value=raw)
     producer.flush()
     producer.close()
+    client = args.redis.client()
+    cpu = _redis_cpu(client)
     run.start(consumers)
     try:
         stamps = [ts for _, ts in run.decisions(len(records), timeout=600)]
+        cpu = _redis_cpu(client) - cpu
     finally:
         run.stop()
+        client.close()
     seconds = (max(stamps) - min(stamps)) / 1000
-    return len(stamps) / seconds if seconds > 0 else float("nan")
+    return len(stamps) / seconds if seconds > 0 else float("nan"), cpu / len(stamps)
+
+
+def _redis_cpu(client: Any) -> float:
+    """used_cpu_sys + used_cpu_user of the server, or summed over a cluster's nodes."""
+    if isinstance(client, redis.RedisCluster):
+        infos = list(client.info("cpu", target_nodes=redis.RedisCluster.ALL_NODES).values())
+    else:
+        infos = [client.info("cpu")]
+    return sum(float(i["used_cpu_sys"]) + float(i["used_cpu_user"]) for i in infos)
 
 
 def latency(args: Any, records: list[tuple[str, bytes]], rate: float) -> dict[str, Any]:
@@ -280,8 +295,12 @@ def main(args: Any) -> int:
     rates = {}
     for n in args.consumers:
         _say(f"throughput with {n} consumer(s)")
-        rates[n] = throughput(args, records, n)
-        print(f"sustained rate, {n} consumer(s): {rates[n]:,.0f} docs/s", flush=True)
+        rates[n], redis_cpu = throughput(args, records, n)
+        print(
+            f"sustained rate, {n} consumer(s): {rates[n]:,.0f} docs/s; "
+            f"Redis CPU {redis_cpu * 1e6:,.0f} us a document",
+            flush=True,
+        )
     pace = args.latency_rate or rates[min(rates)] / 2
     _say(f"latency at {pace:,.0f} docs/s")
     lat = latency(args, records, pace)
