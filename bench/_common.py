@@ -268,6 +268,16 @@ def work_tree_changed() -> str | None:
     return None if now == Code.digest else f"detector/ in the work tree is now {now}"
 
 
+def footer(load_start: str, load_end: str) -> None:
+    """The last lines of a benchmark: the machine's load, and the code its figures are of."""
+    print(f"load at start: {load_start}")
+    print(f"load at end:   {load_end}")
+    print(f"detector code measured: {Code.state}")
+    changed = work_tree_changed()
+    if changed:
+        print(f"note: {changed}; these figures are of the snapshot above")
+
+
 def load() -> str:
     one, five, fifteen = os.getloadavg()
     return f"{one:.2f} {five:.2f} {fifteen:.2f} (1/5/15 min, {os.cpu_count()} CPUs)"

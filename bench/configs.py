@@ -38,6 +38,7 @@ from _common import (
     Code,
     fmt,
     fmt_rate,
+    footer,
     last_json,
     load,
     markdown,
@@ -47,7 +48,6 @@ from _common import (
     resolve_truth,
     run,
     snapshot_code,
-    work_tree_changed,
     worker,
 )
 
@@ -399,12 +399,7 @@ def main(argv: list[str] | None = None) -> int:
         "max_jaccard_earlier >= 0.8, whatever the detect threshold t."
     )
     print()
-    print(f"load at start: {load_start}")
-    print(f"load at end:   {load_end}")
-    print(f"detector code measured: {Code.state}")
-    changed = work_tree_changed()
-    if changed:
-        print(f"note: {changed}; these figures are of the snapshot above")
+    footer(load_start, load_end)
     if args.json:
         Path(args.json).write_text(
             json.dumps(

@@ -47,6 +47,7 @@ from _common import (
     child_env,
     fmt,
     fmt_rate,
+    footer,
     last_json,
     load,
     markdown,
@@ -56,7 +57,6 @@ from _common import (
     resolve_truth,
     run,
     snapshot_code,
-    work_tree_changed,
     worker,
 )
 
@@ -655,12 +655,7 @@ def main(argv: list[str] | None = None) -> int:
                 + json.dumps(scores["peer"]["recall_by_kind"])
             )
     print()
-    print(f"load at start: {load_start}")
-    print(f"load at end:   {load_end}")
-    print(f"detector code measured: {Code.state}")
-    changed = work_tree_changed()
-    if changed:
-        print(f"note: {changed}; these figures are of the snapshot above")
+    footer(load_start, load_end)
     if args.json:
         Path(args.json).write_text(json.dumps(raw, indent=1))
     return 0 if same["identical"] else 1

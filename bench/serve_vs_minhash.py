@@ -33,7 +33,6 @@ import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +41,7 @@ from _common import (
     Code,
     fmt,
     fmt_rate,
+    footer,
     last_json,
     load,
     markdown,
@@ -49,7 +49,6 @@ from _common import (
     resolve_corpus,
     resolve_truth,
     snapshot_code,
-    work_tree_changed,
 )
 
 TARGET_RATIO = 10.0  # neardup serve's drain rate over the peer's
@@ -82,37 +81,11 @@ def read_records(corpus: Path) -> list[tuple[str, bytes]]:
     return out
 
 
-def read_decisions(
-    kafka: Any, topic: str, expected: int, timeout: float
-) -> Iterator[tuple[dict[str, Any], int]]:
-    """A topic's decisions with their Kafka timestamps (ms), the first of each id, until
-    `expected` ids or `timeout` seconds without a record (as detector.bench.Run does)."""
-    from kafka import KafkaConsumer
-
-    consumer = KafkaConsumer(
-        topic,
-        **kafka.common(),
-        group_id=None,
-        auto_offset_reset="earliest",
-        isolation_level="read_committed",
-        consumer_timeout_ms=int(timeout * 1000),
-    )
-    seen: set[str] = set()
-    try:
-        for message in consumer:
-            d = json.loads(message.value)
-            if d["id"] not in seen:
-                seen.add(d["id"])
-                yield d, message.timestamp
-                if len(seen) >= expected:
-                    return
-    finally:
-        consumer.close()
-
-
 def drain(
     kafka: Any, topic: str, expected: int, timeout: float, out: Path
 ) -> tuple[list[dict[str, Any]], dict[str, float]]:
+    from detector.bench import read_decisions
+
     decisions, stamps = [], []
     for d, ts in read_decisions(kafka, topic, expected, timeout):
         decisions.append(d)
@@ -470,12 +443,7 @@ def report(
         f"{s['num_perm']}, {s['bands']} bands of {s['rows']} rows; redis-py {s['redis_py']}, "
         f"numpy {s['numpy']}"
     )
-    print(f"load at start: {load_start}")
-    print(f"load at end:   {load_end}")
-    print(f"detector code measured: {Code.state}")
-    changed = work_tree_changed()
-    if changed:
-        print(f"note: {changed}; these figures are of the snapshot above")
+    footer(load_start, load_end)
 
 
 if __name__ == "__main__":

@@ -105,28 +105,35 @@ class Run:
         remove(self.kafka, [self.input, self.output, f"{self.input}.dlq"], [self.group])
 
     def decisions(self, expected: int, timeout: float) -> Iterator[tuple[dict[str, Any], int]]:
-        """Decisions with their Kafka timestamps (ms), until `expected` distinct ids. Read
-        read_committed: what a reader of serve --exactly-once gets (and, of a topic written
-        without transactions, everything)."""
-        consumer = KafkaConsumer(
-            self.output,
-            **self.kafka.common(),
-            group_id=None,
-            auto_offset_reset="earliest",
-            isolation_level="read_committed",
-            consumer_timeout_ms=int(timeout * 1000),
-        )
-        seen: set[str] = set()
-        try:
-            for message in consumer:
-                d = json.loads(message.value)
-                if d["id"] not in seen:
-                    seen.add(d["id"])
-                    yield d, message.timestamp
-                if len(seen) >= expected:
-                    return
-        finally:
-            consumer.close()
+        return read_decisions(self.kafka, self.output, expected, timeout)
+
+
+def read_decisions(
+    kafka: Any, topic: str, expected: int, timeout: float
+) -> Iterator[tuple[dict[str, Any], int]]:
+    """A topic's decisions with their Kafka timestamps (ms), the first of each id, until
+    `expected` ids or `timeout` seconds without a record. Read read_committed: what a
+    reader of serve --exactly-once gets (and, of a topic written without transactions,
+    everything)."""
+    consumer = KafkaConsumer(
+        topic,
+        **kafka.common(),
+        group_id=None,
+        auto_offset_reset="earliest",
+        isolation_level="read_committed",
+        consumer_timeout_ms=int(timeout * 1000),
+    )
+    seen: set[str] = set()
+    try:
+        for message in consumer:
+            d = json.loads(message.value)
+            if d["id"] not in seen:
+                seen.add(d["id"])
+                yield d, message.timestamp
+            if len(seen) >= expected:
+                return
+    finally:
+        consumer.close()
 
 
 def throughput(args: Any, records: list[tuple[str, bytes]], consumers: int) -> tuple[float, float]:
