@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from kafka import KafkaProducer
 
 from ..helpers import STREAM_2K, STREAM_2K_TRUTH, read_jsonl, verdict, write_jsonl
@@ -146,18 +147,21 @@ def test_three_consumers_decide_like_detect_and_again_on_redelivery(
         assert s.stop() == 0, logs(servers)
 
 
+@pytest.mark.parametrize("extra", [[], ["--prefetch"]], ids=["inline", "prefetch"])
 def test_one_consumer_on_one_partition_decides_exactly_like_detect(
     names: Names,
     serve: Callable[..., Serve],
     decisions: DecisionReader,
     tmp_path: Path,
+    extra: list[str],
 ) -> None:
     """In file order (one partition) serve against Redis and detect against memory are
-    the same algorithm: the same decision for every record, and the same scores."""
+    the same algorithm: the same decision for every record, and the same scores; with
+    the next batch prepared in a thread too (--prefetch)."""
     records = read_jsonl(STREAM_2K)
     ids = [r["id"] for r in records]
     create_topics({names.input: 1})
-    server = serve()
+    server = serve(extra)
     produce_file(STREAM_2K, names.input, 1)
     missing = decisions.wait_for(ids, DECIDE_TIMEOUT, idle=1.0)
     assert not missing, f"{len(missing)} records undecided, e.g. {missing[:5]}\n{logs([server])}"
