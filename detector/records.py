@@ -81,11 +81,12 @@ def parse_document(raw: bytes, max_bytes: int = DEFAULT_MAX_BYTES) -> Document:
         raise BadRecord("missing_text")
     if not isinstance(text, str):
         raise BadRecord("bad_text", f"text must be a string, got {type(text).__name__}")
-    for name, value in () if strict else (("id", doc_id), ("text", text)):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:  # a JSON escape of a lone surrogate: not a character
-            raise BadRecord("invalid_unicode", f"{name} holds a lone surrogate") from None
+    if not strict:
+        for name, value in (("id", doc_id), ("text", text)):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:  # a JSON escape of a lone surrogate: not a character
+                raise BadRecord("invalid_unicode", f"{name} holds a lone surrogate") from None
     url, embedding, meta = body.get("url"), body.get("embedding"), body.get("meta")
     if url is not None and not isinstance(url, str):
         raise BadRecord("bad_url", "url must be a string")

@@ -10,6 +10,7 @@ only costs the scan.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import tempfile
@@ -82,8 +83,12 @@ def _store(path: Path, runs: np.ndarray) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    except OSError:
+        return
+    try:
         with os.fdopen(fd, "wb") as f:
             np.save(f, runs, allow_pickle=False)
         os.replace(tmp, path)
-    except OSError:
-        pass
+    except OSError:  # a full disk: no half-written file stays behind
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)

@@ -117,9 +117,9 @@ class Layout:
         self, spaces: Sequence[str], tables: np.ndarray, keys: np.ndarray
     ) -> tuple[list[Any], np.ndarray]:
         """Names (str, or bytes from the native kernels) and shards of the buckets (space,
-        table, key), pair by pair. The shard is
-        a hash of the three, computed for a whole batch at once: a batch names some 7,000
-        buckets twice, and hashing each name's text cost a quarter of serve's time."""
+        table, key), pair by pair. The shard is a hash of the three, computed for a whole
+        batch at once: a batch names some 7,000 buckets twice, and hashing each name's
+        text cost a quarter of serve's time."""
         salt = {
             sp: np.uint64(zlib.crc32(sp.encode("utf-8", "surrogatepass"))) for sp in set(spaces)
         }
@@ -135,9 +135,7 @@ class Layout:
             order = {sp: n for n, sp in enumerate(salt)}
             at = np.array([order[sp] for sp in spaces], np.uint32) if len(order) > 1 else 0
             which = (at * SHARDS + shards).astype(np.uint32)
-            flat = [
-                p.encode("utf-8", "surrogatepass") for sp in salt for p in self._bucket_prefixes(sp)
-            ]
+            flat = [p for sp in salt for p in self._bucket_prefix_bytes(sp)]
             tables64 = np.ascontiguousarray(tables, np.int64)
             return _NATIVE.bucket_names(
                 flat, which, tables64, np.ascontiguousarray(keys, np.uint64)
@@ -154,6 +152,10 @@ class Layout:
     @functools.lru_cache(maxsize=64)  # noqa: B019 - an index lives for the whole run
     def _bucket_prefixes(self, space: str) -> list[str]:
         return [f"{self.shard_prefix(s)}b:{space}:" for s in range(SHARDS)]
+
+    @functools.lru_cache(maxsize=64)  # noqa: B019 - as above
+    def _bucket_prefix_bytes(self, space: str) -> list[bytes]:
+        return [p.encode("utf-8", "surrogatepass") for p in self._bucket_prefixes(space)]
 
     def digest(self, dh: bytes) -> str:
         """The hash of a digest's field: one of 65,536, by its first two bytes."""
