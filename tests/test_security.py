@@ -26,7 +26,8 @@ from detector.access import Secret, read_secret, redact_url
 from detector.cli import _kafka_settings, _redis_settings, main, parser
 from detector.errors import ConfigError, cause
 from detector.index.redis.connect import RedisSettings, refusal
-from detector.stream.kafka import KafkaSettings, _refused
+from detector.stream.kafka import KafkaSettings
+from detector.stream.kafka.settings import _refused
 
 from .helpers import ROOT
 

@@ -223,8 +223,8 @@ def broker(monkeypatch: pytest.MonkeyPatch) -> Broker:
     """Two partitions of three records each, both this member's; the fakes in place of
     kafka-python's clients."""
     b = Broker(input={P0: docs(0, 3), P1: docs(1, 3)}, assigned={P0, P1})
-    monkeypatch.setattr(kafka, "KafkaProducer", lambda **config: FakeProducer(b, **config))
-    monkeypatch.setattr(kafka, "KafkaConsumer", lambda **config: FakeConsumer(b, **config))
+    monkeypatch.setattr(kafka.sink, "KafkaProducer", lambda **config: FakeProducer(b, **config))
+    monkeypatch.setattr(kafka.source, "KafkaConsumer", lambda **config: FakeConsumer(b, **config))
     return b
 
 

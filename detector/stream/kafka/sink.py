@@ -1,0 +1,294 @@
+"""Decisions to the output topic and bad records to the dead-letter topic: at least once
+(KafkaSink flushes, then the source commits), or exactly once (TransactionalSink: a batch's
+records and its offsets in one transaction)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from kafka import KafkaProducer, TopicPartition
+from kafka.errors import (
+    AuthorizationError,
+    CommitFailedError,
+    KafkaError,
+    ProducerFencedError,
+)
+from kafka.structs import OffsetAndMetadata
+
+from ...errors import BackendUnavailable, ConfigError, Fenced, cause
+from ...records import Decision, Tombstone
+from .. import Headers
+from .settings import KafkaSettings, connect
+
+
+def _abandon(producer: Any) -> None:
+    """Close a producer without waiting for what it still has in flight. kafka-python's
+    close flushes first and raises when that does not finish in time, before it stops the
+    sender thread, which would go on sending: so the sender is stopped first."""
+    with contextlib.suppress(Exception):
+        producer._sender.force_close()
+        producer._sender.join(5)
+    with contextlib.suppress(Exception):
+        producer.close(timeout=0)
+
+
+class KafkaSink:
+    """Decisions keyed by id to the output topic; bad records to the dead-letter topic.
+
+    flush() checks the outcome of every send: kafka-python's own flush returns even when
+    sends failed, and its idempotent producer refuses all later batches after a fatal
+    error. So a failed send raises (nothing gets committed) and the producer is rebuilt.
+    """
+
+    flush_timeout = 30.0  # seconds
+
+    def __init__(self, settings: KafkaSettings, output_topic: str, dead_letter_topic: str) -> None:
+        self.settings = settings
+        self.output_topic = output_topic
+        self.dead_letter_topic = dead_letter_topic
+        self._sent: list[Any] = []
+        self.producer: Any = self._producer()
+
+    def _options(self) -> dict[str, Any]:
+        return {
+            **self.settings.common(),
+            "acks": "all",
+            "linger_ms": 5,
+            "retries": 5,
+            "max_request_size": 16 * 1024 * 1024,
+        }
+
+    def _producer(self) -> Any:
+        return connect(KafkaProducer, "producer", **self._options())
+
+    def decisions(self, decisions: list[Decision], headers: Sequence[Headers] = ()) -> None:
+        for d, h in zip(decisions, headers or [None] * len(decisions), strict=True):
+            self._send(self.output_topic, d.id.encode(), d.to_json().encode(), h)
+
+    def error(self, record: dict[str, object], headers: Headers = None) -> None:
+        self._send(self.dead_letter_topic, None, json.dumps(record).encode(), headers)
+
+    def tombstone(self, dead: Tombstone, headers: Headers = None) -> None:
+        """Forwarded with the same key, so a compacted decisions topic forgets it too."""
+        self._send(self.output_topic, dead.id.encode(), None, headers)
+
+    def _send(
+        self, topic: str, key: bytes | None, value: bytes | None, headers: Headers = None
+    ) -> None:
+        try:
+            if self.producer is None:  # rebuilt lazily: the broker may still be away
+                self.producer = self._producer()
+            self._sent.append(self.producer.send(topic, key=key, value=value, headers=headers))
+        except KafkaError as exc:
+            self._rebuild()
+            raise BackendUnavailable(f"Kafka did not take a record: {exc}") from exc
+
+    def flush(self) -> None:
+        """Return only when the broker has acknowledged everything sent since the last
+        flush; otherwise raise, and everything must be sent again."""
+        sent, self._sent = self._sent, []
+        if self.producer is None:
+            return
+        try:
+            self.producer.flush(timeout=self.flush_timeout)
+        except KafkaError as exc:
+            self._rebuild()
+            raise BackendUnavailable(f"Kafka did not acknowledge the decisions: {exc}") from exc
+        failed = [f for f in sent if not f.is_done or f.failed()]
+        if failed:
+            reason = failed[0].exception if failed[0].is_done else "no answer"
+            self._rebuild()
+            raise BackendUnavailable(
+                f"{len(failed)} of {len(sent)} records were not acknowledged: {reason}"
+            )
+
+    def _rebuild(self) -> None:
+        self._sent = []
+        if self.producer is not None:
+            _abandon(self.producer)
+        self.producer = None
+
+    def close(self) -> None:
+        if self.producer is not None:
+            self.producer.close()
+
+
+# A transaction spans one batch's publish, flush and commit, well under a second. The
+# broker aborts one left open longer, and only that releases the output to read_committed
+# readers (and the input offsets to the group) after a consumer died in the middle of one.
+# 10 s is Kafka Streams' choice for exactly-once, and our consumers' session timeout: a
+# dead consumer's partitions and its open transaction are let go after about as long.
+TRANSACTION_TIMEOUT_MS = 10_000
+
+
+def transactional_id(settings: KafkaSettings, group: str) -> str:
+    """A new transactional id for one serve process. Unique, so no two processes ever fence
+    each other: a zombie consumer is fenced by its group's generation instead, which the
+    broker checks when a transaction commits offsets (KIP-447)."""
+    return f"{settings.client_id}-{group}-{uuid.uuid4().hex[:12]}"
+
+
+class TransactionalSink(KafkaSink):
+    """KafkaSink whose sends of one batch, and that batch's input offsets, are one Kafka
+    transaction (`serve --exactly-once`).
+
+    The transaction begins at the batch's first send (step 5) and commit() (step 7, from
+    TransactionalSource) adds the offsets and commits it. A failure aborts it and raises,
+    and the step the loop retries finds no transaction open: a publish step sends
+    everything again in a new one; a commit, which the loop retries alone, first sends
+    again the records this sink kept of the batch, in a new one.
+
+    Aborting abandons the producer and makes a new one of the same transactional id, whose
+    init_transactions aborts what the old one left open. kafka-python's abort_transaction
+    would wait for ever for a broker that is away, and once the broker has timed the
+    transaction out, it would get this producer fenced.
+    """
+
+    # A flush inside a transaction must give up well within the transaction's timeout.
+    flush_timeout = TRANSACTION_TIMEOUT_MS / 2000
+
+    def __init__(
+        self,
+        settings: KafkaSettings,
+        output_topic: str,
+        dead_letter_topic: str,
+        transactional_id: str,
+        observe: Callable[[str], object] = lambda outcome: None,
+    ) -> None:
+        self.transactional_id = transactional_id
+        self.observe = observe  # "committed" or "aborted", once per transaction
+        self._batch: list[tuple[str, bytes | None, bytes | None, Headers]] = []
+        self._open = False
+        super().__init__(settings, output_topic, dead_letter_topic)
+
+    def _options(self) -> dict[str, Any]:
+        return {
+            **super()._options(),
+            "transactional_id": self.transactional_id,
+            "transaction_timeout_ms": TRANSACTION_TIMEOUT_MS,
+            # init_transactions and sends wait this long for a broker that is away, not
+            # 60 s: then the loop's retry takes over, and beats the health endpoint.
+            "max_block_ms": TRANSACTION_TIMEOUT_MS,
+            # A batch's first AddPartitionsToTxn is often refused while the broker still
+            # writes the previous transaction's markers, and kafka-python waits
+            # retry_backoff_ms (100 by default) before asking again, not the 20 ms Java
+            # waits there: a transaction of 64 records took 115 ms at its p99, 35 at 20.
+            "retry_backoff_ms": 20,
+            # Sends retry until the flush gives up (flush_timeout): then the transaction
+            # is aborted, which a failed send would cause anyway.
+            "retries": float("inf"),
+        }
+
+    def _producer(self) -> Any:
+        producer = super()._producer()
+        try:
+            producer.init_transactions()
+        except KafkaError as exc:
+            _abandon(producer)
+            raise self._refusal(exc, producer) from exc
+        return producer
+
+    def _send(
+        self, topic: str, key: bytes | None, value: bytes | None, headers: Headers = None
+    ) -> None:
+        if not self._open:
+            self._begin()
+            self._batch = []  # a new batch, or its publish step again after an abort
+        self._batch.append((topic, key, value, headers))
+        super()._send(topic, key, value, headers)
+
+    def _begin(self) -> None:
+        if self.producer is None:
+            self.producer = self._producer()
+        try:
+            self.producer.begin_transaction()
+        except KafkaError as exc:
+            raise self._failed(exc) from exc
+        self._open = True
+
+    def commit(self, offsets: dict[TopicPartition, OffsetAndMetadata], group: Any) -> bool:
+        """Commit the batch with its input offsets, for the consumer of group metadata
+        `group`. False when the broker refused the offsets because the group has a newer
+        generation (KIP-447): the transaction is aborted, and the batch's records go to
+        whoever owns their partitions now."""
+        if not self._open:  # aborted after its flush: the batch again, in a new transaction
+            self._begin()
+            for record in self._batch:
+                super()._send(*record)
+            self.flush()
+        try:
+            if offsets:
+                self.producer.send_offsets_to_transaction(offsets, group)
+            self.producer.commit_transaction()
+        except CommitFailedError:
+            self.abort()
+            return False
+        except KafkaError as exc:
+            raise self._failed(exc) from exc
+        self._open, self._batch = False, []
+        self.observe("committed")
+        return True
+
+    def abort(self) -> None:
+        """Abort the open transaction, if any, and forget the batch."""
+        self._rebuild()
+        self._batch = []
+
+    def _rebuild(self) -> None:
+        """Abort by abandoning the producer; a new one, made at once, aborts the transaction
+        at the broker, which until then holds back the output's read_committed readers."""
+        fenced = self.producer is not None and _fenced(self.producer)
+        super()._rebuild()
+        if self._open:
+            self.observe("aborted")
+        self._open = False
+        if fenced:
+            raise self._fenced_error()
+        with contextlib.suppress(BackendUnavailable):
+            self.producer = self._producer()
+
+    def _failed(self, exc: KafkaError) -> Exception:
+        """Abort after a failed transactional call; what to raise for it."""
+        refusal = self._refusal(exc, self.producer)
+        self._rebuild()
+        return refusal
+
+    def _refusal(self, exc: KafkaError, producer: Any) -> Exception:
+        """What a failed transactional call means: Fenced (stop), ConfigError (a missing
+        ACL permission: no retry cures it) or BackendUnavailable (retry)."""
+        if cause(exc, ProducerFencedError) or _fenced(producer):
+            return self._fenced_error()
+        refused = cause(exc, AuthorizationError) or _last_error(producer, AuthorizationError)
+        if refused:
+            return ConfigError(
+                f"Kafka refused transactional id {self.transactional_id!r}: {refused}"
+            )
+        return BackendUnavailable(f"Kafka transaction of {self.transactional_id}: {exc}")
+
+    def _fenced_error(self) -> Fenced:
+        return Fenced(
+            f"Kafka fenced transactional id {self.transactional_id!r}: another producer "
+            f"took it, or a transaction outlasted {TRANSACTION_TIMEOUT_MS // 1000} s; "
+            "stopping, so that the group gives this consumer's records to the others"
+        )
+
+    def close(self) -> None:
+        if self._open and self.producer is not None:
+            with contextlib.suppress(KafkaError):
+                self.producer.abort_transaction()
+        super().close()
+
+
+def _last_error(producer: Any, kind: type[BaseException]) -> BaseException | None:
+    """The error that put a transactional producer in its failed state, if of `kind`:
+    kafka-python raises it once, then only a KafkaError that names it in its message."""
+    error = getattr(getattr(producer, "_transaction_manager", None), "last_error", None)
+    return error if isinstance(error, kind) else None
+
+
+def _fenced(producer: Any) -> bool:
+    return _last_error(producer, ProducerFencedError) is not None
