@@ -8,9 +8,10 @@ importing kafka-python or redis-py (`neardup detect` needs neither).
 
 from __future__ import annotations
 
+import socket
 from urllib.parse import SplitResult, parse_qsl, urlencode, urlsplit
 
-from .errors import ConfigError
+from .errors import BackendUnavailable, ConfigError
 from .tls import readable_file
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
@@ -94,3 +95,31 @@ def as_variables(values: dict[str, str | None]) -> dict[str, str]:
     travels in the environment, not on its command line). Every variable is set, empty
     when unused, so that the parent's own NEARDUP_* cannot contradict them."""
     return {f"NEARDUP_{k}": v or "" for k, v in values.items()}
+
+
+# getaddrinfo's answers for a name that does not exist: a typo, which no wait cures.
+# EAI_AGAIN (the resolver is away for now) is waited for like a server.
+_UNKNOWN_NAME = {socket.EAI_NONAME, getattr(socket, "EAI_NODATA", socket.EAI_NONAME)}
+
+
+def resolve(host: str, port: int, what: str) -> None:
+    """Start-up: ConfigError when `host` is a name no resolver knows, BackendUnavailable
+    when the resolver cannot answer now. (The clients would retry an unknown name for
+    ever, as if the server were only away.)"""
+    try:
+        socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        if exc.errno in _UNKNOWN_NAME:
+            raise ConfigError(f"{what}: unknown host {host!r} ({exc.strerror})") from None
+        raise BackendUnavailable(f"{what}: cannot resolve {host!r} now ({exc.strerror})") from exc
+    except UnicodeError:  # a label longer than 63 characters, or an empty one
+        raise ConfigError(f"{what}: {host!r} is not a host name") from None
+
+
+def host_port(address: str, what: str) -> tuple[str, int]:
+    """`host:port` or `[v6]:port`, checked."""
+    host, sep, port = address.strip().rpartition(":")
+    host = host.removeprefix("[").removesuffix("]")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError(f"{what}: {address!r} is not host:port")
+    return host, int(port)

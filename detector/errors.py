@@ -4,6 +4,7 @@ DetectorError
  ├── ConfigError          bad options, files or settings: fix and rerun
  ├── BadRecord            one input record is unusable: dead-letter it, carry on
  ├── BackendUnavailable   Redis or Kafka did not answer: back off and retry
+ │    ├── GaveUp          ... for longer than a start-up may wait (exit status 1)
  │    └── (permanent failures such as wrong credentials are ConfigError)
  ├── Contention           another consumer committed a conflicting document first:
  │                        decide the rest of the batch again (not an outage)
@@ -43,6 +44,14 @@ class BadRecord(DetectorError):
 
 class BackendUnavailable(DetectorError):
     """A server the detector depends on is temporarily unreachable."""
+
+
+class GaveUp(BackendUnavailable):
+    """A server (or a topic) that did not come within the time a start-up may wait
+    (--startup-timeout). Nothing is wrong with the command line: a supervisor may simply
+    start the command again."""
+
+    exit_status = 1
 
 
 class Contention(DetectorError):

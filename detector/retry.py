@@ -7,6 +7,7 @@ with a backoff object is the model: the policy is an object, not sleeps in loops
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 import time
@@ -14,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from .errors import BackendUnavailable, Contention
+from .errors import BackendUnavailable, Contention, GaveUp
 
 T = TypeVar("T")
 OUTAGES: tuple[type[Exception], ...] = (BackendUnavailable,)  # a server away: wait for it
@@ -47,8 +48,17 @@ class Retry:
     retried: tuple[type[Exception], ...] = OUTAGES
     attempts: int | None = None
 
-    def call(self, what: str, action: Callable[[], T], on_retry: OnRetry | None = None) -> T:
+    def call(
+        self,
+        what: str,
+        action: Callable[[], T],
+        on_retry: OnRetry | None = None,
+        deadline: float | None = None,
+    ) -> T:
+        """`deadline` (time.monotonic()): give up rather than wait past it, with a
+        BackendUnavailable that says what was waited for, and how long."""
         failures = 0
+        started = time.monotonic()
         while True:
             try:
                 return action()
@@ -57,6 +67,13 @@ class Retry:
                 if self.attempts is not None and failures >= self.attempts:
                     raise
                 wait = self.backoff.compute(failures - 1)
+                if deadline is not None and time.monotonic() + wait > deadline:
+                    if time.monotonic() < deadline:
+                        time.sleep(max(0.0, deadline - time.monotonic()))
+                        with contextlib.suppress(*self.retried):
+                            return action()  # one last try at the deadline
+                    waited = time.monotonic() - started
+                    raise GaveUp(f"gave up waiting for {what} after {waited:.0f} s: {exc}") from exc
                 (on_retry or log_retry)(what, exc, wait)
                 time.sleep(wait)
 
@@ -72,3 +89,31 @@ STARTUP = Retry(ExponentialBackoff(base=0.5, cap=10.0), OUTAGES + CONTENTION)
 LOOP = Retry(ExponentialBackoff(base=0.2, cap=10.0), OUTAGES + CONTENTION)
 # A commit that met another consumer's documents: decide the rest again, at once or nearly.
 CONFLICTS = Retry(ExponentialBackoff(base=0.001, cap=0.1), CONTENTION, attempts=20)
+
+
+class Startup:
+    """A command's start-up: every wait for a server (or a topic) counts against one
+    deadline, `timeout` seconds from now (--startup-timeout), and each says what it waits
+    for. `on_wait` hears of each wait (serve's health endpoints)."""
+
+    def __init__(self, timeout: float, on_wait: Callable[[str], object] = lambda what: None):
+        self.timeout = timeout
+        self.deadline = time.monotonic() + timeout
+        self.on_wait = on_wait
+
+    def wait(self, what: str, action: Callable[[], T]) -> T:
+        try:
+            return STARTUP.call(what, action, self._waiting, self.deadline)
+        except GaveUp as exc:
+            raise GaveUp(f"{exc} (--startup-timeout {self.timeout:g})") from exc.__cause__
+
+    def _waiting(self, what: str, exc: Exception, wait: float) -> None:
+        self.on_wait(what)
+        left = max(0.0, self.deadline - time.monotonic())
+        log.warning(
+            "waiting for %s: %s; trying again in %.1f s (giving up in %.0f s)",
+            what,
+            exc,
+            wait,
+            left,
+        )

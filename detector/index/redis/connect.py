@@ -8,6 +8,7 @@ new way of connecting (Redis Cluster, say) is added there once.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -16,9 +17,14 @@ from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
 
 import redis
 from redis.cluster import RedisCluster
-from redis.exceptions import AuthenticationWrongNumberOfArgsError, NoPermissionError
+from redis.exceptions import (
+    AuthenticationWrongNumberOfArgsError,
+    ClusterError,
+    InvalidResponse,
+    NoPermissionError,
+)
 
-from ...access import DEFAULT_REDIS_URL, Secret, as_variables, join_url, redact_url
+from ...access import DEFAULT_REDIS_URL, Secret, as_variables, join_url, redact_url, resolve
 from ...errors import BackendUnavailable, ConfigError
 from ...tls import check_tls_files, tls_refusal
 
@@ -126,12 +132,19 @@ class RedisSettings:
         """A cluster client from one node's URL. It asks that node for the slot map, so a
         cluster that is down (or no cluster) shows here: as BackendUnavailable, unless it
         refused us."""
+        self.resolve()
         try:
             return RedisCluster.from_url(self.url, **options)
         except redis.RedisError as exc:
             if problem := refusal(exc, self):
                 raise problem from None
             raise BackendUnavailable(f"Redis Cluster at {self.where()}: {exc}") from exc
+
+    def resolve(self) -> None:
+        """ConfigError for a host name that does not exist (redis-py would wait for it)."""
+        parts = urlsplit(self.url)
+        if parts.scheme != "unix" and parts.hostname:
+            resolve(parts.hostname, parts.port or 6379, f"Redis at {self.where()}")
 
     def env(self) -> dict[str, str]:
         """These settings as NEARDUP_* variables, for a child `neardup` (as_variables)."""
@@ -211,13 +224,43 @@ def refusals(settings: RedisSettings) -> Iterator[None]:
         raise problem from None
 
 
-def check(client: redis.Redis | RedisCluster, settings: RedisSettings) -> None:
+def check(client: redis.Redis | RedisCluster, settings: RedisSettings, attempts: int = 3) -> None:
     """Start-up: one PING. Refused credentials or an untrusted certificate raise
-    ConfigError (fix and rerun); a server that does not answer, BackendUnavailable."""
+    ConfigError (fix and rerun); a server that does not answer, BackendUnavailable.
+
+    So does a server that is not Redis: one that answers in another protocol (an HTTP
+    port), or one that takes the connection and drops it at the first command, every time
+    of `attempts` (a Kafka port, or a TLS port asked without rediss://). A Redis that is
+    starting or stopping refuses connections instead, and is waited for."""
+    where = settings.where()
+    settings.resolve()
     with refusals(settings):
-        try:
-            client.ping()
-        except (redis.ConnectionError, redis.TimeoutError, redis.exceptions.ClusterError) as exc:
-            if refusal(exc, settings) is not None:
-                raise
-            raise BackendUnavailable(f"Redis at {settings.where()}: {exc}") from exc
+        for attempt in range(attempts):
+            if attempt:
+                time.sleep(0.2)
+            try:
+                client.ping()
+                return
+            except InvalidResponse as exc:
+                raise ConfigError(
+                    f"Redis at {where} does not answer in the Redis protocol ({exc}): is it "
+                    "a Redis server's port? (a TLS port wants rediss://)"
+                ) from None
+            except (redis.ConnectionError, redis.TimeoutError, ClusterError) as exc:
+                if refusal(exc, settings) is not None:
+                    raise
+                if not _dropped(exc):
+                    raise BackendUnavailable(f"Redis at {where}: {exc}") from exc
+        raise ConfigError(
+            f"Redis at {where} takes the connection and drops it at the first command, "
+            f"{attempts} times in a row: is it a Redis server's port? (a TLS port wants "
+            "rediss://, a Kafka port is not Redis)"
+        )
+
+
+def _dropped(exc: BaseException) -> bool:
+    """A connection that was made, then closed by the other end before any answer."""
+    text = str(exc)
+    return "Connection closed by server" in text or (
+        text.startswith("Error while reading") and "Connection reset by peer" in text
+    )

@@ -14,11 +14,21 @@ from kafka.errors import (
     InvalidReceiveError,
     KafkaConnectionError,
     KafkaError,
+    KafkaTimeoutError,
+    RequestTimedOutError,
     SaslAuthenticationFailedError,
     UnsupportedSaslMechanismError,
+    UnsupportedVersionError,
 )
 
-from ...access import SASL_MECHANISMS, SECURITY_PROTOCOLS, Secret, as_variables
+from ...access import (
+    SASL_MECHANISMS,
+    SECURITY_PROTOCOLS,
+    Secret,
+    as_variables,
+    host_port,
+    resolve,
+)
 from ...errors import BackendUnavailable, ConfigError, cause
 from ...tls import check_tls_files, tls_refusal
 
@@ -140,27 +150,39 @@ def check(settings: KafkaSettings, timeout: float = 10.0, attempts: int = 3) -> 
     closed there, every time in `attempts` tries, counts as refused too.
     """
     last = "no bootstrap server"
-    for host_port in settings.bootstrap_servers.split(","):
+    for address in settings.bootstrap_servers.split(","):
+        resolve(*host_port(address, "--bootstrap-servers"), f"Kafka at {address}")
+    for broker in settings.bootstrap_servers.split(","):
         suspicions: set[str] = set()
         for attempt in range(attempts):
             if attempt:
                 time.sleep(0.2)
-            failure = _probe(settings, host_port, timeout)
+            failure = _probe(settings, broker, timeout)
             if failure is None:
                 return
             exc, stage = failure
-            refused = _refused(settings, host_port, exc, stage)
+            refused = _refused(settings, broker, exc, stage)
             if isinstance(refused, ConfigError):
                 raise refused from None
             if refused is None:
-                last = str(exc)
+                last = plain(exc, timeout)
                 break  # this broker is away: try the next
             suspicions.add(refused)
             last = refused
         else:
             if len(suspicions) == 1:  # the same suspicious failure every time
                 raise ConfigError(suspicions.pop())
-    raise BackendUnavailable(f"no Kafka broker answers at {settings.bootstrap_servers}: {last}")
+    raise BackendUnavailable(f"no Kafka broker answers at {settings.bootstrap_servers} ({last})")
+
+
+def plain(exc: BaseException, timeout: float | None = None) -> str:
+    """Why a broker did not answer, in words: kafka-python's own are error codes."""
+    text = str(exc)
+    if "ECONNREFUSED" in text:
+        return "connection refused: is Kafka running there?"
+    if cause(exc, RequestTimedOutError) or cause(exc, KafkaTimeoutError):
+        return "no answer" + (f" within {timeout:g} s" if timeout else "")
+    return text
 
 
 def _probe(settings: KafkaSettings, host_port: str, timeout: float) -> tuple[Exception, str] | None:
@@ -221,6 +243,11 @@ def _refused(
             f"Kafka at {where} does not take SASL on this listener: check "
             f"--kafka-security-protocol (it is {settings.security_protocol})"
         )
+    if cause(exc, UnsupportedVersionError):  # IncompatibleBrokerVersion is one
+        return ConfigError(
+            f"{where} is not a Kafka broker's client listener: it does not take Metadata "
+            "requests (a KRaft controller's port?). Check --bootstrap-servers"
+        )
     if cause(exc, InvalidReceiveError):
         return ConfigError(
             f"Kafka at {where} does not answer in plain Kafka protocol: a TLS listener? "
@@ -247,9 +274,12 @@ def _refused(
 
 
 def connect(factory: Any, what: str, **kwargs: Any) -> Any:
+    """A kafka-python client (`what`: "consumer", "producer", "admin"), or
+    BackendUnavailable in words when no broker answers it."""
     try:
         return factory(**kwargs)
     except KafkaError as exc:
+        servers = ",".join(kwargs["bootstrap_servers"])
         raise BackendUnavailable(
-            f"no Kafka broker answers at {kwargs['bootstrap_servers']}: {what}"
+            f"no Kafka broker answers at {servers} ({plain(exc)}): the {what} cannot start"
         ) from exc
