@@ -5,7 +5,6 @@ once; here they become a parser, and the parsed arguments become settings object
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import json
 import os
@@ -20,8 +19,9 @@ from .options import CONFIG_VARIABLE, Config, Option
 
 if TYPE_CHECKING:
     from .index.redis.connect import RedisSettings
+    from .retry import Startup
     from .settings import EngineSettings
-    from .stream.kafka import KafkaSettings
+    from .stream.kafka import KafkaSettings, TopicLimits
 
 # With --retention, each serve process sweeps one shard's digests a second: all of them
 # in about a minute, however large the index.
@@ -203,13 +203,16 @@ def _kafka_settings(args: argparse.Namespace, client_id: str = "neardup") -> Kaf
     )
 
 
-def _kafka_check(kafka: KafkaSettings) -> None:
-    """Refused credentials or an untrusted certificate stop a command at once; brokers
-    that are away are left to the clients, which wait for them as they always did."""
+def _kafka_start(args: argparse.Namespace, kafka: KafkaSettings) -> Startup:
+    """A Kafka command's start: brokers that are away are waited for, saying so, up to
+    --startup-timeout; refused credentials, an untrusted certificate, an unknown host or a
+    port that is not a broker's stop the command at once."""
+    from .retry import Startup
     from .stream.kafka import check
 
-    with contextlib.suppress(BackendUnavailable):
-        check(kafka)
+    start = Startup(args.startup_timeout)
+    start.wait(f"Kafka at {kafka.bootstrap_servers}", lambda: check(kafka))
+    return start
 
 
 def _settings(a: argparse.Namespace) -> EngineSettings:
@@ -381,14 +384,13 @@ def _serve(args: argparse.Namespace) -> int:
     from .index.redis.connect import refusals
     from .metrics import KERNELS, REDIS_SECONDS, TRANSACTIONS, Health, serve_http
     from .pipeline import Limits, Loop
-    from .retry import STARTUP
+    from .retry import Startup
     from .service import Service
     from .stream.kafka import (
         KafkaSink,
         KafkaSource,
         TransactionalSink,
         TransactionalSource,
-        ensure_topics,
         transactional_id,
     )
     from .stream.kafka import check as check_kafka
@@ -407,11 +409,14 @@ def _serve(args: argparse.Namespace) -> int:
     health = Health()
     if args.metrics_port:
         serve_http(args.metrics_host, args.metrics_port, health)
-    # A refused password or an untrusted certificate is a ConfigError: it ends serve
-    # (status 2) here instead of being waited out like a server that is away. (A cluster
-    # client asks a node for the slot map as it is made, so it is made here too.)
-    client = STARTUP.call("redis", redis_at.client)
-    STARTUP.call("redis", lambda: check_redis(client, redis_at))
+    # Servers that are away are waited for, up to --startup-timeout in all; a refused
+    # password, an untrusted certificate, an unknown host or a port that is not the
+    # server's is a ConfigError, which ends serve (status 2) at once. (A cluster client
+    # asks a node for the slot map as it is made, so it is made here too.)
+    start = Startup(args.startup_timeout, on_wait=lambda what: health.beat(f"waiting for {what}"))
+    redis_name = f"Redis{' Cluster' if redis_at.cluster else ''} at {redis_at.where()}"
+    client = start.wait(redis_name, redis_at.client)
+    start.wait(redis_name, lambda: check_redis(client, redis_at))
     index = RedisIndex(
         client,
         scheme,
@@ -426,43 +431,49 @@ def _serve(args: argparse.Namespace) -> int:
     detector = settings.detector(index, bind=False)
     KERNELS.labels(detector.engine.kernels.name).set(1)
     with refusals(redis_at):  # e.g. an ACL that lacks a key or a command
-        STARTUP.call("redis", lambda: index.bind(detector.engine.version))
-    STARTUP.call("kafka", lambda: check_kafka(kafka))
-    topics = {args.output_topic: 1, args.dead_letter_topic: 1}
-    STARTUP.call("kafka", lambda: ensure_topics(kafka, topics))
+        start.wait(redis_name, lambda: index.bind(detector.engine.version))
+    kafka_name = f"Kafka at {kafka.bootstrap_servers}"
+    start.wait(kafka_name, lambda: check_kafka(kafka))
+    limits = _serve_topics(args, kafka, start)
     sink: KafkaSink
     source: KafkaSource
     if args.exactly_once:
         txn = transactional_id(kafka, args.group)
-        transactions = STARTUP.call(
-            "kafka",
+        transactions = start.wait(
+            kafka_name,
             lambda: TransactionalSink(
                 kafka,
                 args.output_topic,
                 args.dead_letter_topic,
                 txn,
                 observe=lambda outcome: TRANSACTIONS.labels(outcome).inc(),
+                limits=limits,
             ),
         )
-        source = STARTUP.call(
-            "kafka",
+        source = start.wait(
+            kafka_name,
             lambda: TransactionalSource(
-                kafka, args.input_topic, args.group, args.batch_size, transactions
+                kafka, args.input_topic, args.group, args.batch_size, transactions, args.start_from
             ),
         )
         sink = transactions
         delivery = f"exactly once, transactional id {txn}"
     else:
-        sink = STARTUP.call(
-            "kafka", lambda: KafkaSink(kafka, args.output_topic, args.dead_letter_topic)
+        sink = start.wait(
+            kafka_name,
+            lambda: KafkaSink(kafka, args.output_topic, args.dead_letter_topic, limits=limits),
         )
-        source = STARTUP.call(
-            "kafka", lambda: KafkaSource(kafka, args.input_topic, args.group, args.batch_size)
+        source = start.wait(
+            kafka_name,
+            lambda: KafkaSource(
+                kafka, args.input_topic, args.group, args.batch_size, args.start_from
+            ),
         )
         delivery = "at least once"
+    health.beat("joining the group")
     logging.getLogger("neardup.serve").info(
         "serving %s -> %s (group %s, %s, index %s, %s, %s kernels; Redis%s at %s as %s, "
-        "Kafka at %s over %s)",
+        "Kafka at %s over %s); joining the group",
         args.input_topic,
         args.output_topic,
         args.group,
@@ -482,40 +493,152 @@ def _serve(args: argparse.Namespace) -> int:
     if args.retention:  # a slice of the index's keys a second: memory comes back steadily
         loop.upkeep = lambda: index.sweep(shards=SWEEP_SHARDS)
     with refusals(redis_at):
-        Service(loop, health).run()
+        Service(loop, health, log_every=args.log_every).run()
     return 0
+
+
+def _serve_topics(args: argparse.Namespace, kafka: KafkaSettings, start: Startup) -> TopicLimits:
+    """serve's topics: wait for the input topic (never made here: a typo must not become a
+    topic), make the output and dead-letter topics when asked, and learn the largest
+    record each takes (the sink fits its records to them)."""
+    import logging
+
+    from .stream.kafka import TopicLimits, Topics
+
+    log = logging.getLogger("neardup.serve")
+    name = args.input_topic
+
+    def input_topic() -> Any:
+        with Topics(kafka) as topics:
+            found = topics.describe([name])
+            if name not in found:
+                raise BackendUnavailable(
+                    topics.missing(name, "input topic")
+                    + ": create it (e.g. `neardup produce FILE --partitions N`)"
+                )
+            return found[name]
+
+    source = start.wait(f"the input topic {name!r}", input_topic)
+    if source.max_message_bytes is not None and source.max_message_bytes < args.max_bytes:
+        log.warning(
+            "the input topic %r takes records of at most %s bytes (its max.message.bytes), "
+            "less than --max-bytes %s: larger records cannot reach serve (raise the topic's "
+            "max.message.bytes, or give produce --max-bytes when it creates the topic)",
+            name,
+            f"{source.max_message_bytes:,}",
+            f"{args.max_bytes:,}",
+        )
+    outputs = {"output topic": args.output_topic, "dead-letter topic": args.dead_letter_topic}
+    partitions = args.topic_partitions or source.partitions
+
+    def output_topics() -> TopicLimits:
+        with Topics(kafka) as topics:
+            found = topics.describe(outputs.values())
+            missing = {role: t for role, t in outputs.items() if t not in found}
+            if missing and not args.create_topics:
+                raise ConfigError(
+                    "; ".join(topics.missing(t, role) for role, t in missing.items())
+                    + " (--no-create-topics: create them, or let serve do it)"
+                )
+            for topic in topics.create({t: partitions for t in missing.values()}):
+                log.info(
+                    "created topic %r with %d partition(s)%s",
+                    topic,
+                    partitions,
+                    "" if args.topic_partitions else " (as many as the input topic)",
+                )
+            return TopicLimits(kafka, outputs.values())
+
+    return start.wait(f"Kafka at {kafka.bootstrap_servers}", output_topics)
 
 
 def _produce(args: argparse.Namespace) -> int:
     from .stream.files import input_label, open_input, read_lines
-    from .stream.kafka import ensure_topics, produce
+    from .stream.kafka import BROKER_DEFAULT_MAX_MESSAGE, Producer, Topics
 
     kafka = _kafka_settings(args)
-    _kafka_check(kafka)
-    if args.partitions:
-        ensure_topics(kafka, {args.input_topic: args.partitions})
+    start = _kafka_start(args, kafka)
+    topic = args.input_topic
+
+    def find_or_create() -> int:
+        """The topic's max.message.bytes, once it exists."""
+        with Topics(kafka) as topics:
+            found = topics.describe([topic])
+            if topic not in found:
+                if not args.partitions:
+                    raise ConfigError(
+                        topics.missing(topic, "topic") + ": give --partitions N to create it"
+                    )
+                # room for a record of --max-bytes with its key and headers
+                limit = args.max_bytes + 64 * 1024
+                topics.create({topic: args.partitions}, {"max.message.bytes": str(limit)})
+                print(
+                    f"neardup: created topic {topic!r} with {args.partitions} partition(s), "
+                    f"taking records of up to {limit:,} bytes",
+                    file=sys.stderr,
+                )
+                found = topics.describe([topic])
+            elif args.partitions and found[topic].partitions != args.partitions:
+                print(
+                    f"neardup: topic {topic!r} exists with {found[topic].partitions} "
+                    "partition(s): --partitions only shapes a new topic",
+                    file=sys.stderr,
+                )
+            return found[topic].max_message_bytes or BROKER_DEFAULT_MAX_MESSAGE
+
+    limit = start.wait(f"Kafka at {kafka.bootstrap_servers}", find_or_create)
+    producer = Producer(kafka, topic, limit)
     progress = _progress(args)
-    sent = 0
-    with open_input(args.input) as stream:
-        for n in produce(kafka, args.input_topic, read_lines(stream, input_label(args.input))):
-            sent += n
-            if progress is not None:
-                progress.update(n)
-    if progress is not None:
-        progress.close()
-    print(f"neardup: {sent} records sent to {args.input_topic}", file=sys.stderr)
-    return 0
+    lines = 0
+    try:
+        with open_input(args.input) as stream:
+            for raw, where in read_lines(stream, input_label(args.input)):
+                producer.send(raw, where)
+                lines += 1
+                if progress is not None:
+                    progress.update()
+    finally:
+        if progress is not None:
+            progress.close()
+        producer.close()
+    refused = sorted(producer.refused, key=lambda r: str(r.line).zfill(12))
+    if not refused:
+        print(f"neardup: {producer.sent} records sent to {topic}", file=sys.stderr)
+        return 0
+    print(
+        f"neardup: {producer.sent} of {lines} records sent to {topic}; {len(refused)} not sent:",
+        file=sys.stderr,
+    )
+    for r in refused[:SHOWN]:
+        print(f"  {r}", file=sys.stderr)
+    if len(refused) > SHOWN:
+        print(f"  ... and {len(refused) - SHOWN} more", file=sys.stderr)
+    return 1
+
+
+SHOWN = 20  # refused records named one by one; the rest are counted
 
 
 def _tail(args: argparse.Namespace) -> int:
-    from .stream.kafka import tail
+    from .stream.kafka import Topics, as_json, tail
 
     idle = None if args.idle is None else int(args.idle * 1000)
     kafka = _kafka_settings(args)
-    _kafka_check(kafka)
+    start = _kafka_start(args, kafka)
+    topic = args.dead_letter_topic if args.dead_letters else args.output_topic
+
+    def exists() -> None:
+        with Topics(kafka) as topics:
+            if topic not in topics.describe([topic]):
+                raise ConfigError(topics.missing(topic, "topic"))
+
+    start.wait(f"Kafka at {kafka.bootstrap_servers}", exists)
     try:
-        for value in tail(kafka, args.output_topic, args.from_beginning, idle, args.read_committed):
-            sys.stdout.write(value.decode("utf-8", "replace") + "\n")
+        for record in tail(kafka, topic, args.from_beginning, idle, args.read_committed):
+            if args.format == "json":
+                sys.stdout.write(json.dumps(as_json(record), ensure_ascii=False) + "\n")
+            elif record.value is not None:  # a tombstone has no value to show
+                sys.stdout.write(record.value.decode("utf-8", "replace") + "\n")
             sys.stdout.flush()
     except BrokenPipeError:
         pass
@@ -527,7 +650,7 @@ def _bench(args: argparse.Namespace) -> int:
 
     args.kafka = _kafka_settings(args)
     args.redis = _redis_settings(args)
-    _kafka_check(args.kafka)
+    _kafka_start(args, args.kafka)
     return main(args)
 
 

@@ -50,6 +50,12 @@ TOMBSTONES = Counter(
     "neardup_tombstones_total", "Kafka tombstones, by what was done (delete, ignore)", ["action"]
 )
 LAG = Gauge("neardup_consumer_lag", "Records on the assigned partitions not yet consumed")
+PARTITION_LAG = Gauge(
+    "neardup_partition_lag",
+    "Records of one assigned partition not yet consumed",
+    ["topic", "partition"],
+)
+ASSIGNED = Gauge("neardup_assigned_partitions", "Partitions of the input topic this member holds")
 KERNELS = Gauge(
     "neardup_kernels",
     "1 for the text kernels this process runs: native or numpy",
@@ -58,36 +64,55 @@ KERNELS = Gauge(
 
 
 class Health:
-    """Healthy while the loop keeps coming back within `stale` seconds."""
+    """What the process says of itself, for /livez and /readyz (and /healthz, the same
+    as /readyz).
+
+    Live: it keeps coming back, within `stale` seconds, from its start-up steps or from
+    the loop, and it has not stopped. Ready: live, and a member of its consumer group
+    with its partitions assigned (none, when the group has more members than the topic
+    has partitions), and not waiting out a server that is away.
+    """
 
     def __init__(self, stale: float = 60.0) -> None:
         self.stale = stale
         self.last_beat = time.monotonic()
         self.state = "starting"
+        self.partitions: int | None = None  # None until the group first assigns
 
     def beat(self, state: str = "running") -> None:
         self.last_beat = time.monotonic()
         self.state = state
 
-    def report(self) -> tuple[bool, dict[str, Any]]:
+    def assigned(self, partitions: int) -> None:
+        self.partitions = partitions
+
+    def report(self, ready: bool = True) -> tuple[bool, dict[str, Any]]:
+        """(ok, the JSON body): of readiness, or of liveness alone."""
         age = time.monotonic() - self.last_beat
-        ok = age < self.stale and self.state != "stopped"
+        live = age < self.stale and self.state != "stopped"
+        is_ready = live and self.partitions is not None and self.state == "running"
+        ok = is_ready if ready else live
         return ok, {
-            "status": "ok" if ok else "unhealthy",
+            "status": "ok" if ok else ("not ready" if live else "unhealthy"),
             "state": self.state,
+            "live": live,
+            "ready": is_ready,
+            "partitions": self.partitions,
             "seconds_since_progress": round(age, 1),
         }
 
 
 def serve_http(host: str, port: int, health: Health) -> ThreadingHTTPServer:
-    """GET /metrics (Prometheus) and GET /healthz (200 or 503, JSON), in a daemon thread."""
+    """GET /metrics (Prometheus), and /livez, /readyz and /healthz (= /readyz): 200 or 503
+    with a JSON body, in a daemon thread."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
-            if self.path.startswith("/metrics"):
+            path = self.path.partition("?")[0]
+            if path == "/metrics":
                 body, status, kind = generate_latest(), 200, CONTENT_TYPE_LATEST
-            elif self.path.startswith("/healthz"):
-                ok, report = health.report()
+            elif path in ("/livez", "/readyz", "/healthz"):
+                ok, report = health.report(ready=path != "/livez")
                 body, status, kind = (
                     json.dumps(report).encode(),
                     200 if ok else 503,

@@ -422,6 +422,14 @@ INPUT_TOPIC = Option(
 OUTPUT_TOPIC = Option(
     "output-topic", "str", "decisions", "topic the decisions go to", ("serve",), metavar="TOPIC"
 )
+DEAD_LETTER_TOPIC = Option(
+    "dead-letter-topic",
+    "str",
+    "documents.dead-letter",
+    "topic for records that cannot be decided",
+    ("serve",),
+    metavar="TOPIC",
+)
 
 EXACTLY_ONCE = Option(
     "exactly-once",
@@ -531,13 +539,42 @@ OWN: tuple[Option, ...] = (
     # serve, and the topics of produce and tail
     INPUT_TOPIC,
     OUTPUT_TOPIC,
+    DEAD_LETTER_TOPIC,
+    replace(DEAD_LETTER_TOPIC, help="the topic --dead-letters reads", commands=("tail",)),
     Option(
-        "dead-letter-topic",
-        "str",
-        "documents.dead-letter",
-        "topic for records that cannot be decided",
+        "start-from",
+        "choice",
+        "earliest",
+        "where a partition starts that the group has no committed offset for (a new group, "
+        "or offsets the topic's retention deleted): its oldest record, or the next to arrive",
         ("serve",),
-        metavar="TOPIC",
+        choices=("earliest", "latest"),
+    ),
+    Option(
+        "create-topics",
+        "bool",
+        True,
+        "create the output and dead-letter topics when they do not exist (with "
+        "--topic-partitions partitions); --no-create-topics requires them. The input topic "
+        "is never created: serve waits for it (--startup-timeout)",
+        ("serve",),
+    ),
+    Option(
+        "topic-partitions",
+        "int",
+        None,
+        "partitions of the output and dead-letter topics serve creates (default: as many as "
+        "the input topic has)",
+        ("serve",),
+    ),
+    Option(
+        "log-every",
+        "float",
+        30.0,
+        "seconds between progress lines in the log (records, rate, decisions by kind, lag); "
+        "0 turns them off",
+        ("serve",),
+        metavar="SECONDS",
     ),
     Option(
         "tombstones",
@@ -621,14 +658,33 @@ OWN: tuple[Option, ...] = (
         ("serve",),
         metavar="HOST",
     ),
+    Option(
+        "startup-timeout",
+        "float",
+        60.0,
+        "seconds to wait at start for Redis, Kafka and the input topic (each wait is "
+        "logged with what it waits for); then give up with status 1. A server that refuses "
+        "us, an unknown host or a port that is not the server's fail at once",
+        ("serve", "produce", "tail", "bench"),
+        metavar="SECONDS",
+    ),
     # produce: its --topic is serve's --input-topic
     replace(INPUT_TOPIC, help="topic to send to", commands=("produce",), aliases=("--topic",)),
     _cli(
         "partitions",
         "int",
         None,
-        "create the topic with this many partitions if it does not exist",
+        "create the topic with this many partitions if it does not exist (it takes records "
+        "of up to --max-bytes); without it, the topic must exist",
         "produce",
+    ),
+    Option(
+        "max-bytes",
+        "int",
+        DEFAULT_MAX_BYTES,
+        "the largest record serve accepts (its --max-bytes): a topic produce creates takes "
+        "records this large",
+        ("produce",),
     ),
     # bench
     _cli("corpus", "str", None, "JSONL or JSONL.gz records to send", "bench", positional=True),
@@ -669,6 +725,23 @@ OWN: tuple[Option, ...] = (
     # tail: its --topic is serve's --output-topic
     replace(OUTPUT_TOPIC, help="topic to read", commands=("tail",), aliases=("--topic",)),
     _cli("from-beginning", "bool", False, "start at the oldest record", "tail", negatable=False),
+    _cli(
+        "dead-letters",
+        "bool",
+        False,
+        "read the dead-letter topic (--dead-letter-topic) instead",
+        "tail",
+        negatable=False,
+    ),
+    _cli(
+        "format",
+        "choice",
+        "value",
+        "value: each record's value, a line each (a tombstone as null); json: a JSON object "
+        "a record with its topic, partition, offset, timestamp, key, headers and value",
+        "tail",
+        choices=("value", "json"),
+    ),
     _cli(
         "read-committed",
         "bool",

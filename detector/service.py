@@ -1,24 +1,32 @@
-"""`neardup serve` around the loop: signals, health, metrics and upkeep.
+"""`neardup serve` around the loop: signals, health, metrics, the log and upkeep.
 
 The batch flow and its commit order are the loop's (detector/pipeline.py); a Service only
 starts it with the Kafka source and sink, stops it on SIGTERM/SIGINT after the batch in
-flight, and reports what it sees to Prometheus and the health endpoint.
+flight, and reports what it sees to Prometheus, the health endpoints and the log: the
+group's assignments, progress every `log_every` seconds, and a last line when it stops.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import signal
-from dataclasses import dataclass
+import time
+from collections import Counter
+from dataclasses import dataclass, field
 from typing import Any
+
+from kafka import TopicPartition
 
 from .decide import Detector
 from .metrics import (
+    ASSIGNED,
     BATCH_SECONDS,
     CONFLICTS,
     DEAD_LETTERS,
     DECISIONS,
     LAG,
+    PARTITION_LAG,
     RECORDS_IN,
     REFETCHES,
     RETRIES,
@@ -31,17 +39,28 @@ from .stream.kafka import KafkaSource
 
 log = logging.getLogger("neardup.serve")
 
+# The lag is read from the fetches' high watermarks, but a partition not fetched yet costs
+# a request: at most this often.
+LAG_EVERY = 5.0
+
 
 @dataclass
 class Service:
     loop: Loop
     health: Health
+    log_every: float = 30.0  # seconds between progress lines; 0: none
+    watch: _Watch = field(init=False)
 
     def __post_init__(self) -> None:
-        self.loop.observers = [*self.loop.observers, _Watch(self.health, self.loop)]
+        self.watch = _Watch(self.health, self.loop, self.log_every)
+        self.loop.observers = [*self.loop.observers, self.watch]
+        if isinstance(self.loop.source, KafkaSource):
+            self.loop.source.membership = self.watch
 
-    def stop(self, *_: Any) -> None:
+    def stop(self, signum: int = signal.SIGTERM, *_: Any) -> None:
         """SIGTERM/SIGINT: finish the batch in flight, commit it, then leave the group."""
+        if not self.loop.stopping:
+            log.info("%s: stopping after the batch in flight", signal.Signals(signum).name)
         self.loop.stopping = True
 
     def run(self) -> None:
@@ -53,12 +72,38 @@ class Service:
             self.health.beat("stopped")
             self.loop.sink.close()
             self.loop.source.close()
+            log.info("stopped: %s; left the group", self.watch.total.summary())
+
+
+@dataclass
+class _Tally:
+    """Records decided over a stretch of time, by outcome."""
+
+    started: float = field(default_factory=time.monotonic)
+    records: int = 0
+    outcomes: Counter[str] = field(default_factory=Counter)
+
+    def add(self, batch: Prepared, decisions: list[Decision]) -> None:
+        self.records += batch.size
+        self.outcomes.update(d.decision for d in decisions)
+        self.outcomes["dead letters"] += len(batch.errors)
+        self.outcomes["tombstones"] += len(batch.tombstones)
+
+    def summary(self) -> str:
+        seconds = time.monotonic() - self.started
+        kinds = ("unique", "duplicate", "dead letters", "tombstones")
+        parts = ", ".join(f"{self.outcomes[k]:,} {k}" for k in kinds if self.outcomes[k])
+        return (
+            f"{self.records:,} records in {seconds:,.0f} s "
+            f"({self.records / seconds if seconds else 0:,.0f}/s)" + (f": {parts}" if parts else "")
+        )
 
 
 class _Watch:
-    """The loop's observer in serve: Prometheus metrics, the health beat, the log."""
+    """The loop's observer in serve, and the group's listener: Prometheus metrics, the
+    health endpoints, the log."""
 
-    def __init__(self, health: Health, loop: Loop) -> None:
+    def __init__(self, health: Health, loop: Loop, log_every: float) -> None:
         self.health = health
         self.loop = loop
         self.detector: Detector = loop.detector
@@ -66,12 +111,40 @@ class _Watch:
         self.conflicts = self.detector.conflicts
         self.stale = self.detector.stale
         self.revisions = self.detector.revisions
+        self.log_every = log_every
+        self.total = _Tally()
+        self.recent = _Tally()
+        self.lags: dict[TopicPartition, int] = {}
+        self.lag_read = -float("inf")
 
+    # the group (KafkaSource's Membership)
+    def assigned(self, partitions: list[TopicPartition]) -> None:
+        self.health.assigned(len(partitions))
+        ASSIGNED.set(len(partitions))
+        log.info("assigned %d partition(s): %s", len(partitions), _names(partitions))
+        self.lag_read = -float("inf")  # the new partitions' lag, at the next poll
+
+    def revoked(self, partitions: list[TopicPartition]) -> None:
+        for tp in partitions:
+            self.lags.pop(tp, None)
+            with contextlib.suppress(KeyError):  # never measured
+                PARTITION_LAG.remove(tp.topic, str(tp.partition))
+        if partitions:
+            log.info("revoked %d partition(s): %s", len(partitions), _names(partitions))
+
+    # the loop's Observer
     def polled(self, records: int) -> None:
         self.health.beat()
         RECORDS_IN.inc(records)
-        if not records and isinstance(self.source, KafkaSource):
-            LAG.set(self.source.lag())
+        now = time.monotonic()
+        if isinstance(self.source, KafkaSource) and now - self.lag_read >= LAG_EVERY:
+            self.lag_read = now
+            self.lags = self.source.lags()
+            for tp, lag in self.lags.items():
+                PARTITION_LAG.labels(tp.topic, str(tp.partition)).set(lag)
+            LAG.set(sum(self.lags.values()))
+        if self.log_every and now - self.recent.started >= self.log_every:
+            self._progress()
 
     def retrying(self, step: str, exc: Exception, wait: float) -> None:
         RETRIES.labels(step).inc()
@@ -91,3 +164,25 @@ class _Watch:
         self.revisions = self.detector.revisions
         TOMBSTONES.labels(self.loop.tombstones).inc(len(batch.tombstones))
         BATCH_SECONDS.observe(seconds)
+        self.total.add(batch, decisions)
+        self.recent.add(batch, decisions)
+
+    def _progress(self) -> None:
+        lag = sum(self.lags.values())
+        if self.recent.records or lag:
+            log.info(
+                "progress: %s; lag %s record(s)%s",
+                self.recent.summary(),
+                f"{lag:,}",
+                f" ({_lags(self.lags)})" if lag else "",
+            )
+        self.recent = _Tally()
+
+
+def _names(partitions: list[TopicPartition]) -> str:
+    """documents-0, documents-3, ...: Kafka's own way of naming partitions."""
+    return ", ".join(f"{tp.topic}-{tp.partition}" for tp in partitions) or "none"
+
+
+def _lags(lags: dict[TopicPartition, int]) -> str:
+    return ", ".join(f"{tp.topic}-{tp.partition}: {n:,}" for tp, n in sorted(lags.items()) if n)

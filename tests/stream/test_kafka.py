@@ -169,7 +169,7 @@ class FakeConsumer:
         self.positions = {tp: broker.offsets.get(tp, 0) for tp in broker.input}
         self.generation = broker.generation
 
-    def subscribe(self, topics: list[str]) -> None:
+    def subscribe(self, topics: list[str], listener: Any = None) -> None:
         pass
 
     def poll(self, timeout_ms: int, max_records: int) -> dict[TopicPartition, list[Any]]:

@@ -16,21 +16,34 @@ records, offsets and the commit are one unit that a read_committed reader sees o
 from .settings import KafkaSettings, check
 from .sink import TRANSACTION_TIMEOUT_MS, KafkaSink, TransactionalSink, transactional_id
 from .source import MAX_FETCH_FRAME, KafkaSource, Offsets, TransactionalSource
-from .tools import produce, tail
-from .topics import ensure_topics, remove
+from .tools import Producer, Refused, as_json, tail
+from .topics import (
+    BROKER_DEFAULT_MAX_MESSAGE,
+    RECORD_OVERHEAD,
+    TopicLimits,
+    Topics,
+    ensure_topics,
+    remove,
+)
 
 __all__ = [
+    "BROKER_DEFAULT_MAX_MESSAGE",
     "MAX_FETCH_FRAME",
+    "RECORD_OVERHEAD",
     "TRANSACTION_TIMEOUT_MS",
     "KafkaSettings",
     "KafkaSink",
     "KafkaSource",
     "Offsets",
+    "Producer",
+    "Refused",
+    "TopicLimits",
+    "Topics",
     "TransactionalSink",
     "TransactionalSource",
+    "as_json",
     "check",
     "ensure_topics",
-    "produce",
     "remove",
     "tail",
     "transactional_id",

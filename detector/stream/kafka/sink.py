@@ -5,9 +5,10 @@ records and its offsets in one transaction)."""
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from kafka import KafkaProducer, TopicPartition
@@ -15,7 +16,9 @@ from kafka.errors import (
     AuthorizationError,
     CommitFailedError,
     KafkaError,
+    MessageSizeTooLargeError,
     ProducerFencedError,
+    RecordListTooLargeError,
 )
 from kafka.structs import OffsetAndMetadata
 
@@ -23,6 +26,7 @@ from ...errors import BackendUnavailable, ConfigError, Fenced, cause
 from ...records import Decision, Tombstone
 from .. import Headers
 from .settings import KafkaSettings, connect
+from .topics import RECORD_OVERHEAD, TopicLimits, record_size
 
 
 def _abandon(producer: Any) -> None:
@@ -46,31 +50,48 @@ class KafkaSink:
 
     flush_timeout = 30.0  # seconds
 
-    def __init__(self, settings: KafkaSettings, output_topic: str, dead_letter_topic: str) -> None:
+    def __init__(
+        self,
+        settings: KafkaSettings,
+        output_topic: str,
+        dead_letter_topic: str,
+        limits: TopicLimits | None = None,
+    ) -> None:
         self.settings = settings
         self.output_topic = output_topic
         self.dead_letter_topic = dead_letter_topic
+        # A record a topic would refuse is never sent: a refused send fails the whole
+        # batch, and it would fail again on every retry. (None: the broker's default.)
+        self.limits = limits or TopicLimits(None, ())
         self._sent: list[Any] = []
         self.producer: Any = self._producer()
 
     def _options(self) -> dict[str, Any]:
+        largest = max(self.limits.bytes.values(), default=0) + RECORD_OVERHEAD
         return {
             **self.settings.common(),
             "acks": "all",
             "linger_ms": 5,
             "retries": 5,
-            "max_request_size": 16 * 1024 * 1024,
+            "max_request_size": max(16 * 1024 * 1024, largest),
         }
 
     def _producer(self) -> Any:
         return connect(KafkaProducer, "producer", **self._options())
 
     def decisions(self, decisions: list[Decision], headers: Sequence[Headers] = ()) -> None:
+        limit = self.limits.of(self.output_topic)
         for d, h in zip(decisions, headers or [None] * len(decisions), strict=True):
-            self._send(self.output_topic, d.id.encode(), d.to_json().encode(), h)
+            key, value = d.id.encode(), d.to_json().encode()
+            if (size := record_size(key, value, h)) <= limit:
+                self._send(self.output_topic, key, value, h)
+            else:  # a huge url or headers copied from the record: not lost, a dead letter
+                self.error(too_large(d, size, self.output_topic, limit), h)
 
     def error(self, record: dict[str, object], headers: Headers = None) -> None:
-        self._send(self.dead_letter_topic, None, json.dumps(record).encode(), headers)
+        topic = self.dead_letter_topic
+        value, headers = fit(record, headers, topic, self.limits.of(topic))
+        self._send(topic, None, value, headers)
 
     def tombstone(self, dead: Tombstone, headers: Headers = None) -> None:
         """Forwarded with the same key, so a compacted decisions topic forgets it too."""
@@ -102,6 +123,8 @@ class KafkaSink:
         if failed:
             reason = failed[0].exception if failed[0].is_done else "no answer"
             self._rebuild()
+            if any(f.is_done and isinstance(f.exception, TOO_LARGE) for f in failed):
+                self.limits.refresh()  # a topic's limit came down: the retry fits to it
             raise BackendUnavailable(
                 f"{len(failed)} of {len(sent)} records were not acknowledged: {reason}"
             )
@@ -115,6 +138,70 @@ class KafkaSink:
     def close(self) -> None:
         if self.producer is not None:
             self.producer.close()
+
+
+# What a broker answers for a record batch over a topic's max.message.bytes.
+TOO_LARGE = (MessageSizeTooLargeError, RecordListTooLargeError)
+
+
+def too_large(decision: Decision, size: int, topic: str, limit: int) -> dict[str, Any]:
+    """The dead letter of a decision its topic cannot take (it carries the decision)."""
+    return {
+        **(decision.origin or {}),
+        "reason": "decision_too_large",
+        "detail": f"the decision of {decision.id!r} is {size:,} bytes with its record's "
+        f"headers; topic {topic!r} takes at most {limit:,} (its max.message.bytes)",
+        "id": decision.id,
+        "decision": decision.to_dict(),
+    }
+
+
+def fit(record: dict[str, Any], headers: Headers, topic: str, limit: int) -> tuple[bytes, Headers]:
+    """A dead letter as bytes that `topic` takes: as it is if it fits, else without the
+    record's headers, else with its longest strings cut (the raw bytes, a url), each
+    named in "cut". A topic too small even for that is a ConfigError: serve stops before
+    it commits anything, rather than lose the record."""
+    value = json.dumps(record).encode()
+    if record_size(None, value, headers) <= limit:
+        return value, headers
+    record = copy.deepcopy(record)
+    if headers:
+        record["headers_dropped"] = len(headers)
+    cut: list[str] = []
+    for _ in range(4):  # each cut takes the excess off the longest string left
+        value = json.dumps(record).encode()
+        excess = record_size(None, value, None) - limit
+        if excess <= 0:
+            return value, None
+        longest = max(_strings(record), key=lambda found: len(found[1]), default=None)
+        if longest is None or len(longest[1]) < 64:
+            break
+        path, text = longest
+        keep = max(0, len(text) - excess - 64) // 4 * 4  # a multiple of 4: base64 stays valid
+        _set(record, path, text[:keep])
+        cut.append(".".join(path))
+        record["cut"] = cut
+        if path == ("raw_base64",):
+            record["raw_truncated"] = True
+    raise ConfigError(
+        f"topic {topic!r} takes records of at most {limit:,} bytes (its max.message.bytes): "
+        f"too small for a dead letter of {len(value):,} even with its longest fields cut; "
+        "raise its max.message.bytes"
+    )
+
+
+def _strings(value: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], str]]:
+    if isinstance(value, str):
+        yield path, value
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield from _strings(v, (*path, k))
+
+
+def _set(record: dict[str, Any], path: tuple[str, ...], text: str) -> None:
+    for key in path[:-1]:
+        record = record[key]
+    record[path[-1]] = text
 
 
 # A transaction spans one batch's publish, flush and commit, well under a second. The
@@ -158,12 +245,13 @@ class TransactionalSink(KafkaSink):
         dead_letter_topic: str,
         transactional_id: str,
         observe: Callable[[str], object] = lambda outcome: None,
+        limits: TopicLimits | None = None,
     ) -> None:
         self.transactional_id = transactional_id
         self.observe = observe  # "committed" or "aborted", once per transaction
         self._batch: list[tuple[str, bytes | None, bytes | None, Headers]] = []
         self._open = False
-        super().__init__(settings, output_topic, dead_letter_topic)
+        super().__init__(settings, output_topic, dead_letter_topic, limits)
 
     def _options(self) -> dict[str, Any]:
         return {

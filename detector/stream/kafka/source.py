@@ -6,16 +6,17 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import cast
+from typing import Any, Protocol, cast
 
 from kafka import KafkaConsumer, TopicPartition
+from kafka.consumer.subscription_state import ConsumerRebalanceListener
 from kafka.errors import (
     CommitFailedError,
     KafkaError,
 )
 from kafka.structs import OffsetAndMetadata
 
-from ...errors import BackendUnavailable
+from ...errors import BackendUnavailable, ConfigError
 from ...records import RawRecord
 from .. import Batch
 from .settings import KafkaSettings, connect
@@ -39,12 +40,54 @@ class Offsets:
         return {tp: OffsetAndMetadata(o, "", -1) for tp, o in self.next.items()}
 
 
+class Membership(Protocol):
+    """Who hears of the group's rebalances (serve's log, health and metrics). Called from
+    inside poll, on the loop's thread."""
+
+    def assigned(self, partitions: list[TopicPartition]) -> None: ...
+
+    def revoked(self, partitions: list[TopicPartition]) -> None: ...
+
+
+class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]  # untyped library
+    """Tells the source's membership, whoever it is by then."""
+
+    def __init__(self, source: KafkaSource) -> None:
+        self.source = source
+
+    def on_partitions_revoked(self, revoked: Any) -> None:
+        if self.source.membership is not None:
+            self.source.membership.revoked(sorted(revoked))
+
+    def on_partitions_assigned(self, assigned: Any) -> None:
+        if self.source.membership is not None:
+            self.source.membership.assigned(sorted(assigned))
+
+
+START_FROM = ("earliest", "latest")
+
+
 class KafkaSource:
-    """A consumer-group member that hands out batches and commits only what it is told."""
+    """A consumer-group member that hands out batches and commits only what it is told.
+
+    `start_from`: where a partition without a committed offset of the group starts (a
+    new group, or offsets the topic's retention has deleted): its oldest record, or the
+    next one to arrive. `membership` hears of the group's rebalances (set it before the
+    first poll)."""
 
     isolation_level = "read_uncommitted"
+    membership: Membership | None = None
 
-    def __init__(self, settings: KafkaSettings, topic: str, group: str, batch_size: int) -> None:
+    def __init__(
+        self,
+        settings: KafkaSettings,
+        topic: str,
+        group: str,
+        batch_size: int,
+        start_from: str = "earliest",
+    ) -> None:
+        if start_from not in START_FROM:
+            raise ConfigError(f"start_from must be one of {', '.join(START_FROM)}")
         self.topic = topic
         self.batch_size = batch_size
         self.consumer = connect(
@@ -53,7 +96,8 @@ class KafkaSource:
             **settings.common(),
             group_id=group,
             enable_auto_commit=False,
-            auto_offset_reset="earliest",
+            auto_offset_reset=start_from,
+            allow_auto_create_topics=False,  # topics.py: a typo must not become a topic
             isolation_level=self.isolation_level,
             max_poll_records=batch_size,
             max_partition_fetch_bytes=8 * 1024 * 1024,
@@ -65,7 +109,7 @@ class KafkaSource:
             session_timeout_ms=10_000,
             heartbeat_interval_ms=3_000,
         )
-        self.consumer.subscribe([topic])
+        self.consumer.subscribe([topic], listener=_Listener(self))
 
     rewinds = 0
 
@@ -110,13 +154,18 @@ class KafkaSource:
         except KafkaError as exc:
             raise BackendUnavailable(f"Kafka did not take the offsets: {exc}") from exc
 
+    def lags(self) -> dict[TopicPartition, int]:
+        """Records not yet consumed on each assigned partition. The ends come from the
+        high watermarks that fetches bring back; a partition not fetched yet is asked."""
+        assigned = sorted(self.consumer.assignment())
+        ends = {tp: self.consumer.highwater(tp) for tp in assigned}
+        if unknown := [tp for tp, end in ends.items() if end is None]:
+            ends.update(self.consumer.end_offsets(unknown))
+        return {tp: max(0, ends[tp] - self.consumer.position(tp)) for tp in assigned}
+
     def lag(self) -> int:
         """Records on the assigned partitions not yet consumed."""
-        assigned = list(self.consumer.assignment())
-        if not assigned:
-            return 0
-        ends = self.consumer.end_offsets(assigned)
-        return sum(max(0, ends[tp] - self.consumer.position(tp)) for tp in assigned)
+        return sum(self.lags().values())
 
     def close(self) -> None:
         self.consumer.close()  # leaves the group, so the partitions move at once
@@ -140,9 +189,10 @@ class TransactionalSource(KafkaSource):
         group: str,
         batch_size: int,
         sink: TransactionalSink,
+        start_from: str = "earliest",
     ) -> None:
         self.sink = sink
-        super().__init__(settings, topic, group, batch_size)
+        super().__init__(settings, topic, group, batch_size, start_from)
 
     def commit(self, position: object) -> None:
         offsets = cast(Offsets, position)
