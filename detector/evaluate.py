@@ -12,6 +12,7 @@ from .stream.files import open_input
 
 MAX_PAIRWISE = 30_000  # brute-force nearest-earlier distances beyond this get too slow
 MEASURES = {"jaccard": ("max_jaccard_earlier", 0.8), "cosine": ("max_cosine_earlier", 0.9)}
+ORDERS = ("decided", "input")
 
 
 def truth_measure(
@@ -44,7 +45,10 @@ def evaluate(
     truth: list[dict[str, Any]],
     threshold: float = 0.8,
     field: str = "max_jaccard_earlier",
+    order: str = "decided",
 ) -> dict[str, Any]:
+    """Precision, recall and F1 of the `duplicate` decisions. order="input" scores the
+    decisions' clusters rather than their direction (`in_input_order`)."""
     if truth and not all("id" in t and field in t for t in truth[:1]):
         raise ConfigError(
             f"the truth file needs id and {field} on every line "
@@ -52,26 +56,33 @@ def evaluate(
         )
     if decisions and not all("id" in d and "decision" in d for d in decisions[:1]):
         raise ConfigError("the decisions file needs id and decision on every line")
-    order = {t["id"]: i for i, t in enumerate(truth)}
+    if order not in ORDERS:
+        raise ConfigError(f"order must be one of {', '.join(ORDERS)}, not {order!r}")
+    position = {t["id"]: i for i, t in enumerate(truth)}
     actual = {t["id"]: t[field] >= threshold for t in truth}
-    said = {d["id"]: d for d in decisions}
-    tp = fp = fn = late = 0
+    said = {d["id"]: d for d in decisions}  # a decision published twice counts once
+    # Of the decisions as they are, whatever is scored: relabelling makes every one earlier.
+    late = sum(
+        1
+        for doc_id, d in said.items()
+        if doc_id in position
+        and d["decision"] == "duplicate"
+        and position.get(d["duplicate_of"], len(position)) >= position[doc_id]
+    )
+    relabelled = None
+    if order == "input":
+        said, relabelled = in_input_order(said, truth)
+    tp = fp = fn = 0
     for doc_id, is_dup in actual.items():
         d = said.get(doc_id)
         predicted = d is not None and d["decision"] == "duplicate"
         tp += predicted and is_dup
         fp += predicted and not is_dup
         fn += is_dup and not predicted
-        if (
-            d is not None
-            and predicted
-            and order.get(d["duplicate_of"], len(order)) >= order[doc_id]
-        ):
-            late += 1
     precision = tp / (tp + fp) if tp + fp else 1.0
     recall = tp / (tp + fn) if tp + fn else 1.0
     f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
-    return {
+    scores: dict[str, Any] = {
         "truth": f"{field} >= {threshold}",
         "records": len(truth),
         "decided": sum(1 for i in actual if i in said),
@@ -82,6 +93,49 @@ def evaluate(
         "f1": round(f1, 4),
         "duplicate_of_not_earlier": late,
     }
+    if relabelled is not None:
+        scores |= {"order": "input", "relabelled": relabelled}
+    return scores
+
+
+def in_input_order(
+    said: dict[str, dict[str, Any]], truth: list[dict[str, Any]]
+) -> tuple[dict[str, dict[str, Any]], int]:
+    """The decisions (by id) with each cluster decided again in the truth's order, and how
+    many of them that turned from unique to duplicate or back.
+
+    Consumers of several partitions decide records in an order that is not the input's:
+    of two near-copies, the later may come first and the earlier be called its duplicate,
+    which the truth (in input order) scores as a false alarm and a miss. A cluster is
+    what `duplicate_of` joined, whatever its direction; in each, the record first in the
+    truth is unique and the others are duplicates of it. Clusters join through chains (A
+    and C each near B, not near each other, are one cluster), so a record can be called a
+    duplicate of one it is not near, a false alarm when nothing earlier is near it. An id
+    the truth does not list (named from an index older than this stream) counts as
+    earlier than all of the truth's records."""
+    parent: dict[str, str] = {}
+
+    def root(x: str) -> str:
+        parent.setdefault(x, x)
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]  # halve the path, so chains stay short
+            x = parent[x]
+        return x
+
+    for doc_id, d in said.items():
+        if d["decision"] == "duplicate" and d.get("duplicate_of") is not None:
+            parent[root(doc_id)] = root(d["duplicate_of"])
+    position = {t["id"]: i for i, t in enumerate(truth)}
+    first: dict[str, str] = {}
+    for x in sorted(parent, key=lambda x: (position.get(x, -1), x)):
+        first.setdefault(root(x), x)
+    out, changed = {}, 0
+    for doc_id, d in said.items():
+        head = first[root(doc_id)] if doc_id in parent else doc_id
+        decision = "unique" if head == doc_id else "duplicate"
+        changed += decision != d["decision"]
+        out[doc_id] = {**d, "decision": decision, "duplicate_of": None if head == doc_id else head}
+    return out, changed
 
 
 def _fingerprints(decisions: list[dict[str, Any]], truth: list[dict[str, Any]]) -> np.ndarray:
@@ -106,12 +160,15 @@ def plot_report(
     threshold: float,
     path: str,
     field: str = "max_jaccard_earlier",
+    order: str = "decided",
 ) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    # Scored on the whole truth, as printed: a cluster's first record may lie beyond the cut.
+    run = evaluate(decisions, truth, threshold, field, order)
     truth = truth[:MAX_PAIRWISE]
     fps = _fingerprints(decisions, truth)
     index = {t["id"]: i for i, t in enumerate(truth)}
@@ -146,7 +203,6 @@ def plot_report(
         tp = int((said & is_dup).sum())
         precision.append(tp / max(int(said.sum()), 1))
         recall.append(tp / max(int(is_dup.sum()), 1))
-    run = evaluate(decisions, truth, threshold, field)
     right.plot(ks, precision, "o-", label="precision, fingerprint only")
     right.plot(ks, recall, "s-", label="recall, fingerprint only")
     right.axhline(
