@@ -367,7 +367,7 @@ def _eval(args: argparse.Namespace) -> int:
         for k, v in scores.items():
             print(f"{k:>{width}}: {v}")
     if args.report:
-        plot_report(decisions, truth, threshold, args.report, field, args.order)
+        plot_report(decisions, truth, threshold, args.report, field, args.order, args.k)
         print(f"neardup: report written to {args.report}", file=sys.stderr)
     return 0
 

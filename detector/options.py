@@ -540,6 +540,15 @@ OWN: tuple[Option, ...] = (
         choices=("decided", "input"),
     ),
     _cli("report", "str", None, "write a PNG report here", "eval"),
+    _cli(
+        "k",
+        "int",
+        None,
+        "the Hamming radius the decisions were made with, marked on the report (default: "
+        "the k that records with an embedding carry, when most do; else the default "
+        "scheme's, or the farthest duplicate's distance if that is larger)",
+        "eval",
+    ),
     _cli("json", "bool", False, "print the scores as one JSON line", "eval", negatable=False),
     # serve, and the topics of produce and tail
     INPUT_TOPIC,

@@ -12,7 +12,14 @@ import pytest
 
 from detector.cli import main
 from detector.errors import ConfigError
-from detector.evaluate import evaluate, in_input_order, load_jsonl, nearest_earlier
+from detector.evaluate import (
+    evaluate,
+    in_input_order,
+    load_jsonl,
+    nearest_earlier,
+    radius,
+    report_figure,
+)
 
 from .helpers import SAMPLE, SAMPLE_TRUTH, read_jsonl, read_lines, write_jsonl
 
@@ -189,6 +196,38 @@ def test_eval_command_writes_a_png_report(tmp_path: Path) -> None:
     assert main(["eval", str(dec), str(tru), "--report", str(report)]) == 0
     assert report.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert report.stat().st_size > 10_000
+    assert main(["eval", str(dec), str(tru), "--report", str(report), "--k", "2"]) == 0
+
+
+def test_the_radius_of_the_run() -> None:
+    text = [decision("a", None), {**decision("b", "a"), "distance": 4}]
+    assert radius(text, 3) == (3, "--k")
+    assert radius(text) == (6, "the default scheme k6-b8; else --k")
+    # A duplicate farther than the default's k: the run used a wider scheme.
+    assert radius([*text, {**decision("c", "a"), "distance": 9}])[0] == 9
+    vectors = [{**decision(i, None), "k": 11} for i in "xyz"]
+    assert radius([*text, *vectors]) == (11, "carried by the decisions")
+    # Fewer records with a vector than without: the fingerprints are mostly text ones.
+    assert radius([*text, *vectors[:1]])[0] == 6
+
+
+def test_the_report_marks_k_and_its_legends_hide_no_curve() -> None:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    complete = [*DECISIONS, decision("f", None, 0x0F)]
+    fig = report_figure(complete, TRUTH, 0.8, k=3)
+    FigureCanvasAgg(fig).draw()
+    for ax in fig.axes[:2]:
+        legend = ax.get_legend()
+        assert legend is not None
+        assert not legend.get_window_extent().overlaps(ax.get_window_extent())
+        marks = [line for line in ax.get_lines() if line.get_label().startswith("k = 3")]
+        assert len(marks) == 1
+    left, right = fig.axes[:2]
+    assert list(left.get_lines()[0].get_xdata()) == [3.5, 3.5]  # between the bars of 3 and 4
+    (mark,) = [line for line in right.get_lines() if line.get_label().startswith("k = 3")]
+    assert list(mark.get_xdata()) == [3, 3]
+    assert "(--k)" in mark.get_label()
 
 
 def test_eval_report_with_a_missing_decision_is_a_clean_error(
