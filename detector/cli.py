@@ -362,14 +362,15 @@ def _eval(args: argparse.Namespace) -> int:
     decisions = load_jsonl(args.decisions)
     truth = load_jsonl(args.truth)
     field, threshold = truth_measure(truth, args.measure, args.threshold)
-    scores = evaluate(decisions, truth, threshold, field)
+    scores = evaluate(decisions, truth, threshold, field, args.order)
     if args.json:
         print(json.dumps(scores))
     else:
+        width = max(map(len, scores))
         for k, v in scores.items():
-            print(f"{k:>22}: {v}")
+            print(f"{k:>{width}}: {v}")
     if args.report:
-        plot_report(decisions, truth, threshold, args.report, field)
+        plot_report(decisions, truth, threshold, args.report, field, args.order, args.k)
         print(f"neardup: report written to {args.report}", file=sys.stderr)
     return 0
 

@@ -3,15 +3,22 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections import Counter
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .blocks import BlockScheme
 from .errors import ConfigError
+from .options import default
 from .stream.files import open_input
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 MAX_PAIRWISE = 30_000  # brute-force nearest-earlier distances beyond this get too slow
 MEASURES = {"jaccard": ("max_jaccard_earlier", 0.8), "cosine": ("max_cosine_earlier", 0.9)}
+ORDERS = ("decided", "input")
 
 
 def truth_measure(
@@ -44,7 +51,10 @@ def evaluate(
     truth: list[dict[str, Any]],
     threshold: float = 0.8,
     field: str = "max_jaccard_earlier",
+    order: str = "decided",
 ) -> dict[str, Any]:
+    """Precision, recall and F1 of the `duplicate` decisions. order="input" scores the
+    decisions' clusters rather than their direction (`in_input_order`)."""
     if truth and not all("id" in t and field in t for t in truth[:1]):
         raise ConfigError(
             f"the truth file needs id and {field} on every line "
@@ -52,26 +62,33 @@ def evaluate(
         )
     if decisions and not all("id" in d and "decision" in d for d in decisions[:1]):
         raise ConfigError("the decisions file needs id and decision on every line")
-    order = {t["id"]: i for i, t in enumerate(truth)}
+    if order not in ORDERS:
+        raise ConfigError(f"order must be one of {', '.join(ORDERS)}, not {order!r}")
+    position = {t["id"]: i for i, t in enumerate(truth)}
     actual = {t["id"]: t[field] >= threshold for t in truth}
-    said = {d["id"]: d for d in decisions}
-    tp = fp = fn = late = 0
+    said = {d["id"]: d for d in decisions}  # a decision published twice counts once
+    # Of the decisions as they are, whatever is scored: relabelling makes every one earlier.
+    late = sum(
+        1
+        for doc_id, d in said.items()
+        if doc_id in position
+        and d["decision"] == "duplicate"
+        and position.get(d["duplicate_of"], len(position)) >= position[doc_id]
+    )
+    relabelled = None
+    if order == "input":
+        said, relabelled = in_input_order(said, truth)
+    tp = fp = fn = 0
     for doc_id, is_dup in actual.items():
         d = said.get(doc_id)
         predicted = d is not None and d["decision"] == "duplicate"
         tp += predicted and is_dup
         fp += predicted and not is_dup
         fn += is_dup and not predicted
-        if (
-            d is not None
-            and predicted
-            and order.get(d["duplicate_of"], len(order)) >= order[doc_id]
-        ):
-            late += 1
     precision = tp / (tp + fp) if tp + fp else 1.0
     recall = tp / (tp + fn) if tp + fn else 1.0
     f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
-    return {
+    scores: dict[str, Any] = {
         "truth": f"{field} >= {threshold}",
         "records": len(truth),
         "decided": sum(1 for i in actual if i in said),
@@ -82,6 +99,72 @@ def evaluate(
         "f1": round(f1, 4),
         "duplicate_of_not_earlier": late,
     }
+    if relabelled is not None:
+        scores |= {"order": "input", "relabelled": relabelled}
+    return scores
+
+
+def in_input_order(
+    said: dict[str, dict[str, Any]], truth: list[dict[str, Any]]
+) -> tuple[dict[str, dict[str, Any]], int]:
+    """The decisions (by id) with each cluster decided again in the truth's order, and how
+    many of them that turned from unique to duplicate or back.
+
+    Consumers of several partitions decide records in an order that is not the input's:
+    of two near-copies, the later may come first and the earlier be called its duplicate,
+    which the truth (in input order) scores as a false alarm and a miss. A cluster is
+    what `duplicate_of` joined, whatever its direction; in each, the record first in the
+    truth is unique and the others are duplicates of it. Clusters join through chains (A
+    and C each near B, not near each other, are one cluster), so a record can be called a
+    duplicate of one it is not near, a false alarm when nothing earlier is near it. An id
+    the truth does not list (named from an index older than this stream) counts as
+    earlier than all of the truth's records."""
+    parent: dict[str, str] = {}
+
+    def root(x: str) -> str:
+        parent.setdefault(x, x)
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]  # halve the path, so chains stay short
+            x = parent[x]
+        return x
+
+    for doc_id, d in said.items():
+        if d["decision"] == "duplicate" and d.get("duplicate_of") is not None:
+            parent[root(doc_id)] = root(d["duplicate_of"])
+    position = {t["id"]: i for i, t in enumerate(truth)}
+    first: dict[str, str] = {}
+    for x in sorted(parent, key=lambda x: (position.get(x, -1), x)):
+        first.setdefault(root(x), x)
+    out, changed = {}, 0
+    for doc_id, d in said.items():
+        head = first[root(doc_id)] if doc_id in parent else doc_id
+        decision = "unique" if head == doc_id else "duplicate"
+        changed += decision != d["decision"]
+        out[doc_id] = {**d, "decision": decision, "duplicate_of": None if head == doc_id else head}
+    return out, changed
+
+
+def radius(decisions: list[dict[str, Any]], given: int | None = None) -> tuple[int, str]:
+    """The Hamming radius k the decisions were made with, and where that came from.
+
+    Records with an embedding carry their k; text decisions carry no scheme, so theirs
+    is the default scheme's unless a duplicate lies farther than it (then k is at least
+    that far)."""
+    if given is not None:
+        return given, "--k"
+    carried = Counter(d["k"] for d in decisions if d.get("k") is not None)
+    # The report's fingerprints are mostly hyperplane ones when most records had a vector.
+    if sum(carried.values()) * 2 > len(decisions):
+        return carried.most_common(1)[0][0], "carried by the decisions"
+    scheme = default("scheme")
+    k = BlockScheme.parse(scheme).k
+    farthest = max(
+        (d.get("distance") or 0 for d in decisions if d.get("k") is None),
+        default=0,
+    )
+    if farthest > k:
+        return farthest, "at least: the farthest duplicate; give --k"
+    return k, f"the default scheme {scheme}; else --k"
 
 
 def _fingerprints(decisions: list[dict[str, Any]], truth: list[dict[str, Any]]) -> np.ndarray:
@@ -106,12 +189,28 @@ def plot_report(
     threshold: float,
     path: str,
     field: str = "max_jaccard_earlier",
+    order: str = "decided",
+    k: int | None = None,
 ) -> None:
-    import matplotlib
+    report_figure(decisions, truth, threshold, field, order, k).savefig(path, dpi=110)
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
+def report_figure(
+    decisions: list[dict[str, Any]],
+    truth: list[dict[str, Any]],
+    threshold: float,
+    field: str = "max_jaccard_earlier",
+    order: str = "decided",
+    k: int | None = None,
+) -> Figure:
+    """The distance distribution of the near-duplicate pairs against the rest, and the
+    fingerprint's precision and recall as k varies, each with the run's k marked
+    (`radius`: given, else found from the decisions)."""
+    from matplotlib.figure import Figure  # no pyplot: no backend or global figure to close
+
+    # Scored on the whole truth, as printed: a cluster's first record may lie beyond the cut.
+    run = evaluate(decisions, truth, threshold, field, order)
+    k, source = radius(decisions, k)
     truth = truth[:MAX_PAIRWISE]
     fps = _fingerprints(decisions, truth)
     index = {t["id"]: i for i, t in enumerate(truth)}
@@ -125,7 +224,11 @@ def plot_report(
     dist = np.array([int(np.bitwise_count(fps[i] ^ fps[j])) for i, j in pairs])
     dup_pair = np.array([is_dup[i] for i, _ in pairs], bool)
 
-    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
+    # Every legend sits below its axes, where it hides no curve however the curves fall.
+    fig = Figure(figsize=(12, 5.6), layout="constrained")
+    left, right = fig.subplots(1, 2)
+    below = {"loc": "upper center", "bbox_to_anchor": (0.5, -0.16), "fontsize": 8}
+    marker = {"color": "0.25", "ls": ":", "lw": 1.5}
     bins = np.arange(0, 40) - 0.5
     for which, label in (
         (dup_pair, f"near-duplicate pairs ({measure} >= {threshold})"),
@@ -133,36 +236,43 @@ def plot_report(
     ):
         if which.any():  # a share of no pairs is no bar, not a division by zero
             left.hist(dist[which], bins=bins, alpha=0.6, density=True, label=label)
+    # Between the bars of k and k + 1: pairs to the right are never candidates.
+    left.axvline(k + 0.5, **marker, label=f"k = {k}: farther pairs are never compared")
+    left.secondary_xaxis("top").set_xticks([k + 0.5], [f"k = {k}"])
     left.set_xlabel("Hamming distance of the fingerprints")
     left.set_ylabel("share of pairs")
     left.set_title("Distance distribution")
-    left.legend(fontsize=8)
+    left.legend(**below)
 
     nearest = nearest_earlier(fps)
-    ks = np.arange(0, 25 if measure == "cosine" else 17)  # vectors' radius is wider
+    widest = 24 if measure == "cosine" else 16  # vectors' radius is wider
+    ks = np.arange(0, max(widest, k + 2) + 1)
     precision, recall = [], []
-    for k in ks:
-        said = nearest <= k
+    for cut in ks:
+        said = nearest <= cut
         tp = int((said & is_dup).sum())
         precision.append(tp / max(int(said.sum()), 1))
         recall.append(tp / max(int(is_dup.sum()), 1))
-    run = evaluate(decisions, truth, threshold, field)
+    scored = " in input order" if order == "input" else ""
     right.plot(ks, precision, "o-", label="precision, fingerprint only")
     right.plot(ks, recall, "s-", label="recall, fingerprint only")
     right.axhline(
         run["precision"],
         color="C0",
         ls="--",
-        label=f"this run's precision ({run['precision']:.3f})",
+        label=f"this run's precision{scored} ({run['precision']:.3f})",
     )
     right.axhline(
-        run["recall"], color="C1", ls="--", label=f"this run's recall ({run['recall']:.3f})"
+        run["recall"],
+        color="C1",
+        ls="--",
+        label=f"this run's recall{scored} ({run['recall']:.3f})",
     )
+    right.axvline(k, **marker, label=f"k = {k}, this run's ({source})")
+    right.secondary_xaxis("top").set_xticks([k], [f"k = {k}"])
     right.set_xlabel("k (largest Hamming distance called a duplicate)")
     right.set_ylim(0, 1.02)
     right.set_title("Precision and recall as k varies")
-    right.legend(fontsize=8, loc="lower right")
+    right.legend(ncols=2, **below)
     fig.suptitle(f"neardup eval: {len(truth)} records, {int(is_dup.sum())} near-duplicates")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    return fig

@@ -534,7 +534,29 @@ OWN: tuple[Option, ...] = (
         "eval",
         choices=("auto", "jaccard", "cosine"),
     ),
+    _cli(
+        "order",
+        "choice",
+        "decided",
+        "decided: score the decisions as they are; input: score what they joined, not "
+        "which copy came first (serve on several partitions decides out of input order): "
+        "records linked by duplicate_of are one cluster, its first record in the truth's "
+        "order unique and the others duplicates. A cluster linked through a third record "
+        "(A and C each near B, not each other) calls C a duplicate of A, a false alarm if "
+        "nothing earlier is near C",
+        "eval",
+        choices=("decided", "input"),
+    ),
     _cli("report", "str", None, "write a PNG report here", "eval"),
+    _cli(
+        "k",
+        "int",
+        None,
+        "the Hamming radius the decisions were made with, marked on the report (default: "
+        "the k that records with an embedding carry, when most do; else the default "
+        "scheme's, or the farthest duplicate's distance if that is larger)",
+        "eval",
+    ),
     _cli("json", "bool", False, "print the scores as one JSON line", "eval", negatable=False),
     # serve, and the topics of produce and tail
     INPUT_TOPIC,

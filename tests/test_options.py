@@ -330,7 +330,7 @@ def test_per_invocation_options_are_command_line_only() -> None:
         *("input", "output", "errors", "progress", "corpus", "decisions", "truth", "ids"),
         *("partitions", "from_beginning", "read_committed", "idle", "consumers"),
         *("latency_seconds", "latency_rate", "memory_docs", "min_df", "threshold", "report"),
-        *("json", "ids_file", "id", "measure", "dead_letters", "format"),
+        *("json", "ids_file", "id", "measure", "order", "k", "dead_letters", "format"),
     }
     # threshold: eval's is its own (the truth's cut), not the engine's
     assert [
