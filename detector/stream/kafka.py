@@ -38,6 +38,7 @@ from kafka.structs import OffsetAndMetadata
 
 from ..access import SASL_MECHANISMS, SECURITY_PROTOCOLS, Secret, as_variables
 from ..errors import BackendUnavailable, ConfigError, Fenced, cause
+from ..names import topic_problem
 from ..records import Decision, RawRecord, Tombstone
 from ..tls import check_tls_files, tls_refusal
 from . import Batch, Headers
@@ -768,6 +769,6 @@ def tail(
 
 
 def check_topic_name(name: str) -> str:
-    if not name or len(name) > 249 or not all(c.isalnum() or c in "._-" for c in name):
-        raise ConfigError(f"{name!r} is not a valid Kafka topic name")
+    if problem := topic_problem(name):
+        raise ConfigError(f"Kafka topic name {name!r} {problem}")
     return name
