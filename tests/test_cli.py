@@ -279,6 +279,7 @@ def test_bad_engine_options_are_the_parsers_errors(
     ("options", "message"),
     [
         (["--cosine", "0.1", "--vector-recall", "0.99"], "raise --cosine or lower"),
+        (["--literal-memory", "1048576"], "give at least 1600000, or lower --max-tokens"),
     ],
 )
 def test_engine_options_that_cannot_work_together_are_clean_errors(
