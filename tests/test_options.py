@@ -668,11 +668,11 @@ NEEDED = {
 
 
 def _parse(command: str, flag: str, text: str) -> Any:
-    """The value of `flag` after `command ... FLAG=TEXT`; argparse's error as ArgumentError."""
+    """The arguments of `command ... FLAG=TEXT` (with = a value may start with a dash);
+    argparse's error as ArgumentError."""
     p = subparser(command)
     p.exit_on_error = False
-    args = p.parse_args([*NEEDED.get(command, []), f"{flag}={text}"])
-    return args
+    return p.parse_args([*NEEDED.get(command, []), f"{flag}={text}"])
 
 
 def _steps(row: Option) -> list[tuple[float, bool]]:
@@ -743,7 +743,8 @@ def test_each_bound_is_taken_at_the_bound_and_refused_a_step_outside(
             else:
                 with pytest.raises(argparse.ArgumentError) as caught:
                     _parse(command, flag, text)
-                assert str(caught.value) == f"argument {flag}: {words}", (command, text)
+                named = "/".join(row.flags)  # argparse names every flag of the option
+                assert str(caught.value) == f"argument {named}: {words}", (command, text)
         if not row.configurable:
             continue
         config = tmp_path / "c.toml"
