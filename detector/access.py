@@ -1,6 +1,7 @@
 """How neardup reaches and logs in to its servers, with no client library imported: the
-default Redis endpoint, the Kafka security protocols and SASL mechanisms it offers, secrets
-that never print, and URLs fit to print.
+default Redis endpoint, the Kafka security protocols and SASL mechanisms it offers, the
+syntax of a Redis URL and of a list of Kafka brokers, secrets that never print, and URLs
+fit to print.
 
 Here rather than in the adapters, so that the command line can offer these without
 importing kafka-python or redis-py (`neardup detect` needs neither).
@@ -8,6 +9,7 @@ importing kafka-python or redis-py (`neardup detect` needs neither).
 
 from __future__ import annotations
 
+import re
 import socket
 from urllib.parse import SplitResult, parse_qsl, urlencode, urlsplit
 
@@ -15,8 +17,44 @@ from .errors import BackendUnavailable, ConfigError
 from .tls import readable_file
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+REDIS_SCHEMES = ("redis", "rediss", "unix")
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*")  # RFC 3986
+_REDIS_FORMS = (
+    f"write redis://HOST:PORT/DB (e.g. {DEFAULT_REDIS_URL}), rediss:// for TLS, or unix:///PATH"
+)
+# host:port; an IPv6 address in brackets; kafka-python takes a host alone as port 9092
+KAFKA_PORT = 9092
+_SERVER = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[^\s:\[\],]+)(?::(\d{1,5}))?")
+
+
+def redis_url_problem(url: str) -> str | None:
+    """What keeps `url` from being a Redis URL, or None. The words never repeat the URL:
+    it may hold a password, and one without `scheme://` cannot be redacted."""
+    scheme, sep, _ = url.partition("://")
+    if not sep or not _SCHEME.fullmatch(scheme):
+        return f"has no scheme: {_REDIS_FORMS}"
+    if scheme.lower() not in REDIS_SCHEMES:
+        return f"must start with redis://, rediss:// (TLS) or unix://, not {scheme}://"
+    try:
+        urlsplit(url).port  # noqa: B018 - reading it checks it
+    except ValueError:
+        return f"has a host or port that cannot be read: {_REDIS_FORMS}"
+    return None
+
+
+def servers_problem(servers: str) -> str | None:
+    """What keeps `servers` from being Kafka bootstrap servers, host:port[,host:port]."""
+    for item in servers.split(","):
+        m = _SERVER.fullmatch(item.strip())
+        if m is None or (m[2] is not None and not 0 < int(m[2]) <= 65535):
+            return (
+                "must be host:port, or several separated by commas (an IPv6 address in "
+                "[brackets]), with ports from 1 to 65535"
+            )
+    return None
 
 
 class Secret:
@@ -116,10 +154,9 @@ def resolve(host: str, port: int, what: str) -> None:
         raise ConfigError(f"{what}: {host!r} is not a host name") from None
 
 
-def host_port(address: str, what: str) -> tuple[str, int]:
-    """`host:port` or `[v6]:port`, checked."""
-    host, sep, port = address.strip().rpartition(":")
-    host = host.removeprefix("[").removesuffix("]")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ConfigError(f"{what}: {address!r} is not host:port")
-    return host, int(port)
+def kafka_addresses(servers: str) -> list[tuple[str, int]]:
+    """--bootstrap-servers as (host, port) pairs, checked (servers_problem)."""
+    if problem := servers_problem(servers):
+        raise ConfigError(f"--bootstrap-servers {servers!r} {problem}")
+    found = [_SERVER.fullmatch(item.strip()) for item in servers.split(",")]
+    return [(m[1].strip("[]"), int(m[2] or KAFKA_PORT)) for m in found if m is not None]

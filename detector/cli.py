@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -37,7 +38,7 @@ EPILOG = (
     "empty one is unset) and from the key <option> (dashes or underscores) of the --config "
     "file, at its top level or in a [neardup] table. The command line wins over the "
     "environment, which wins over the file. A NEARDUP_* variable or a key that is not such "
-    "an option, or a value of the wrong type, is an error."
+    "an option, or a value of the wrong type or out of its range, is an error."
 )
 TYPES: dict[str, Callable[[str], Any]] = {"int": int, "float": float, "str": str, "choice": str}
 
@@ -54,6 +55,29 @@ class _ConfigOption(argparse.Action):
         option_string: str | None = None,
     ) -> None:
         parser.error("write --config in full: --config FILE or --config=FILE")
+
+
+class _Checked(argparse.Action):
+    """Stores the value if its row's check takes it. Else argparse's error names the flag
+    (status 2), in the words the environment and the config file use."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, row: Option, **more: Any):
+        super().__init__(option_strings, dest, **more)
+        self.row = row
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        for value in values if isinstance(values, list) else [values]:
+            if isinstance(value, float) and not math.isfinite(value):  # float() takes "nan"
+                raise argparse.ArgumentError(self, f"expected a number, not {value}")
+        if (problem := self.row.problem(values)) is not None:
+            raise argparse.ArgumentError(self, problem)
+        setattr(namespace, self.dest, values)
 
 
 def config_file(argv: Sequence[str]) -> tuple[str | None, list[str]]:
@@ -123,6 +147,8 @@ def _add(p: argparse.ArgumentParser | argparse._ArgumentGroup, row: Option, defa
         more["action"] = argparse.BooleanOptionalAction if row.negatable else "store_true"
     else:
         more["type"] = TYPES[row.kind]
+        if row.check is not None:
+            more |= {"action": _Checked, "row": row}
         if row.choices:
             more["choices"] = row.choices
         if row.metavar:

@@ -31,6 +31,8 @@ def truth_measure(
     if measure not in MEASURES:
         raise ConfigError(f"measure must be one of {', '.join(MEASURES)}, not {measure!r}")
     field, default = MEASURES[measure]
+    if measure == "jaccard" and threshold is not None and threshold < 0:  # a cosine's may be
+        raise ConfigError(f"--threshold of a Jaccard must be between 0 and 1, not {threshold}")
     return field, default if threshold is None else threshold
 
 

@@ -15,6 +15,10 @@ The rules, the same for every option:
   command-line only: in the environment or the file they are an error, as is any other
   NEARDUP_* variable or key that is not an option (NEARDUP_STACK_* excepted: it belongs to
   ops/ and the test tools, and the product never reads it), and a value of the wrong type.
+- A row's `check` says which values of its kind it takes: every int and float row has a
+  Range (ANY when every number will do); a string with a syntax has a function that says
+  what is wrong with a value (detector.names, detector.access). The command line, the
+  environment and the file refuse a value with the same words ("must be at least 1").
 
 Light on purpose: it imports no numpy, kafka-python or redis-py, so that the command line
 and tools can read it cheaply; the engine's modules never import it.
@@ -29,9 +33,16 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Literal
 
-from .access import DEFAULT_REDIS_URL, SASL_MECHANISMS, SECURITY_PROTOCOLS
+from .access import (
+    DEFAULT_REDIS_URL,
+    SASL_MECHANISMS,
+    SECURITY_PROTOCOLS,
+    redis_url_problem,
+    servers_problem,
+)
 from .errors import ConfigError
 from .index import DEFAULT_MAX_BUCKET
+from .names import group_problem, index_name_problem, topic_problem
 from .records import DEFAULT_MAX_BYTES, DEFAULT_MAX_TOKENS
 
 Kind = Literal["int", "float", "str", "bool", "choice"]
@@ -55,6 +66,67 @@ EXPECTED: dict[str, str] = {
 TRUE = ("1", "true", "yes", "on")
 FALSE = ("0", "false", "no", "off")
 
+# What is wrong with a value of an option's kind ("must be at least 1"), or None. The
+# words are the whole message's end whatever the source, so they never repeat the value:
+# the caller shows it, or hides it (a secret, a URL that may hold a password).
+Check = Callable[[Any], str | None]
+
+
+@dataclass(frozen=True)
+class Range:
+    """The numbers an int or float option takes; a bound of None is no bound, an open
+    one is itself refused."""
+
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+
+    def __call__(self, value: float) -> str | None:
+        low, high = self.low, self.high
+        if low is not None and (value <= low if self.low_open else value < low):
+            return self.text
+        if high is not None and (value >= high if self.high_open else value > high):
+            return self.text
+        return None
+
+    @property
+    def text(self) -> str:
+        low, high = self.low, self.high
+        if low is not None and high is not None and not (self.low_open or self.high_open):
+            return f"must be between {low} and {high}"
+        words = []
+        if low is not None:
+            words.append(f"more than {low}" if self.low_open else f"at least {low}")
+        if high is not None:
+            words.append(f"less than {high}" if self.high_open else f"at most {high}")
+        return "must be " + " and ".join(words) if words else "must be a number"
+
+
+ANY = Range()  # every number is valid: decided, not forgotten (a test tells them apart)
+
+
+def at_least(low: int) -> Range:
+    return Range(low)
+
+
+def more_than(low: float) -> Range:
+    return Range(low, low_open=True)
+
+
+def between(low: float, high: float) -> Range:
+    return Range(low, high)
+
+
+PORT = between(0, 65535)
+# Seconds of a TTL or a retention: a century is beyond any use, and far below the
+# expiry Redis refuses as out of range.
+SECONDS = between(0, 100 * 365 * 24 * 3600)
+
+
+class Invalid(ValueError):
+    """A value of an option's kind that its check refuses; str() is the check's words."""
+
 
 @dataclass(frozen=True)
 class Option:
@@ -77,6 +149,7 @@ class Option:
     secret: bool = False  # its help shows no default (it may come from the environment)
     url: bool = False  # its help shows the default with the password redacted
     negatable: bool = True  # a bool: --x/--no-x; else a plain --x flag
+    check: Check | None = None  # the values it takes beyond its kind (a Range for numbers)
 
     @property
     def dest(self) -> str:
@@ -103,8 +176,24 @@ class Option:
             return "one of " + ", ".join(self.choices)
         return EXPECTED[self.kind]
 
+    def problem(self, value: Any) -> str | None:
+        """What the row's check finds wrong with a value of its kind (each of a list's)."""
+        if self.check is None or value is None:
+            return None
+        values = value if isinstance(value, (list, tuple)) else (value,)
+        return next((p for v in values if (p := self.check(v)) is not None), None)
+
+    def checked(self, value: Any) -> Any:
+        if (problem := self.problem(value)) is not None:
+            raise Invalid(problem)
+        return value
+
     def from_env(self, raw: str) -> Any:
-        """The value of NEARDUP_<OPTION>=raw; ValueError when it is not of this kind."""
+        """The value of NEARDUP_<OPTION>=raw; ValueError when it is not of this kind,
+        Invalid when the row's check refuses it."""
+        return self.checked(self._from_env(raw))
+
+    def _from_env(self, raw: str) -> Any:
         text = raw.strip()
         if self.kind == "int":
             return int(text)
@@ -125,7 +214,11 @@ class Option:
 
     def from_file(self, value: Any) -> Any:
         """A TOML value as this option's; ValueError when it is not of this kind (TOML has
-        types: 64 for an int, 0.8 or 1 for a float, true for a bool, "x" for a string)."""
+        types: 64 for an int, 0.8 or 1 for a float, true for a bool, "x" for a string),
+        Invalid when the row's check refuses it."""
+        return self.checked(self._from_file(value))
+
+    def _from_file(self, value: Any) -> Any:
         if self.kind == "int" and type(value) is int:
             return value
         if self.kind == "float" and type(value) in (int, float) and math.isfinite(value):
@@ -172,6 +265,20 @@ def _vector_scheme_help() -> str:
     )
 
 
+def _scheme(spec: str) -> str | None:
+    from .blocks import BlockScheme  # numpy: when a scheme is checked, not when this is read
+
+    try:
+        BlockScheme.parse(spec)
+    except ConfigError as exc:
+        return str(exc)
+    return None
+
+
+def _vector_scheme(spec: str) -> str | None:
+    return None if spec == "auto" else _scheme(spec)
+
+
 def _engine(name: str, kind: Kind, default: Any, help: Any, **more: Any) -> Option:
     return Option(name, kind, default, help, ENGINE_COMMANDS, group="engine", **more)
 
@@ -199,8 +306,21 @@ ENGINE: tuple[Option, ...] = (
         "fingerprint features: words, or word shingles",
         choices=("words", "shingles"),
     ),
-    _engine("shingle-size", "int", 2, "words per shingle with --features shingles"),
-    _engine("cjk-ngram", "int", 2, "character n-gram size for scripts written without spaces"),
+    # the sizes FeatureConfig takes (a test keeps them equal)
+    _engine(
+        "shingle-size",
+        "int",
+        2,
+        "words per shingle with --features shingles",
+        check=between(1, 8),
+    ),
+    _engine(
+        "cjk-ngram",
+        "int",
+        2,
+        "character n-gram size for scripts written without spaces",
+        check=between(1, 4),
+    ),
     _engine(
         "idf",
         "str",
@@ -208,17 +328,30 @@ ENGINE: tuple[Option, ...] = (
         "IDF table made by `neardup fit-idf`; without it a built-in length weighting is used",
         metavar="FILE",
     ),
-    _engine("scheme", "str", "k6-b8", _scheme_help),
+    _engine("scheme", "str", "k6-b8", _scheme_help, check=_scheme),
     _engine(
         "threshold",
         "float",
         0.8,
         "literal pass: word-shingle Jaccard needed to call a candidate a duplicate",
+        check=between(0, 1),
     ),
-    _engine("literal-shingle", "int", 5, "words per shingle in the literal pass"),
-    _engine("max-candidates", "int", 32, "nearest candidates verified per document"),
     _engine(
-        "vector-seed", "int", 0, "seed of the random hyperplanes for records with an embedding"
+        "literal-shingle", "int", 5, "words per shingle in the literal pass", check=at_least(1)
+    ),
+    _engine(
+        "max-candidates",
+        "int",
+        32,
+        "nearest candidates verified per document",
+        check=at_least(1),  # 0 would verify none: near-duplicates silently never found
+    ),
+    _engine(
+        "vector-seed",
+        "int",
+        0,
+        "seed of the random hyperplanes for records with an embedding",
+        check=at_least(0),  # numpy's generators take no negative seed
     ),
     _engine(
         "cosine",
@@ -226,6 +359,7 @@ ENGINE: tuple[Option, ...] = (
         0.9,
         "records with an embedding: the exact cosine of the stored vectors needed to call a "
         "candidate a duplicate (their second pass)",
+        check=Range(-1, 1, low_open=True, high_open=True),  # as vectors.hamming_radius
     ),
     _engine(
         "vector-recall",
@@ -233,8 +367,9 @@ ENGINE: tuple[Option, ...] = (
         0.75,
         "share of the pairs at exactly --cosine that the vector tables find; more similar "
         "pairs are found more often (at 0.75 and cosine 0.9: 0.98 of pairs at 0.95)",
+        check=Range(0, 1, low_open=True, high_open=True),
     ),
-    _engine("vector-scheme", "str", "auto", _vector_scheme_help),
+    _engine("vector-scheme", "str", "auto", _vector_scheme_help, check=_vector_scheme),
     _engine(
         "vector-storage",
         "choice",
@@ -258,6 +393,7 @@ ENGINE: tuple[Option, ...] = (
         3,
         "an HTML line seen on this many URLs of a host is its site's template (learned "
         "online, shared through the index)",
+        check=at_least(1),
     ),
     _engine(
         "content-share",
@@ -265,13 +401,21 @@ ENGINE: tuple[Option, ...] = (
         0.9,
         "the main content is the smallest element holding this share of a page's words that "
         "are neither links nor template",
+        check=Range(0, 1, low_open=True),
     ),
-    _engine("max-bytes", "int", DEFAULT_MAX_BYTES, "largest accepted record in bytes"),
+    _engine(
+        "max-bytes",
+        "int",
+        DEFAULT_MAX_BYTES,
+        "largest accepted record in bytes",
+        check=at_least(1),
+    ),
     _engine(
         "max-tokens",
         "int",
         DEFAULT_MAX_TOKENS,
         "most tokens in a record's normalized text; more is a too_many_tokens error",
+        check=at_least(1),
     ),
     _engine(
         "keep-old-versions",
@@ -290,6 +434,9 @@ ENGINE: tuple[Option, ...] = (
         "bytes of shingle sets the literal pass keeps in this process; older ones are read "
         "from the index again when needed",
         metavar="BYTES",
+        # a shingle set larger than the cache is dropped as it comes, so its document is
+        # never found a duplicate of (settings.py wants room for one of --max-tokens)
+        check=at_least(1024 * 1024),
     ),
     _engine(
         "kernels",
@@ -364,6 +511,7 @@ REDIS: tuple[Option, ...] = (
         "Redis server: redis://, rediss:// (TLS) or unix://; a user and password in it "
         "(redis://USER:PASSWORD@HOST) work too",
         url=True,
+        check=redis_url_problem,
     ),
     _redis(
         "redis-cluster",
@@ -385,7 +533,13 @@ REDIS: tuple[Option, ...] = (
 
 # --------------------------------------------------------------------------- Kafka
 KAFKA: tuple[Option, ...] = (
-    _kafka("bootstrap-servers", "str", "127.0.0.1:9092", "Kafka brokers, host:port[,host:port]"),
+    _kafka(
+        "bootstrap-servers",
+        "str",
+        "127.0.0.1:9092",
+        "Kafka brokers, host:port[,host:port]",
+        check=servers_problem,
+    ),
     _kafka(
         "kafka-security-protocol",
         "choice",
@@ -417,10 +571,22 @@ PROGRESS = "progress bar on stderr (default: when stderr is a terminal)"
 NOT_INDEX_IMPORT = tuple(a for a in INDEX_ACTIONS if a != "index import")
 
 INPUT_TOPIC = Option(
-    "input-topic", "str", "documents", "topic of input documents", ("serve",), metavar="TOPIC"
+    "input-topic",
+    "str",
+    "documents",
+    "topic of input documents",
+    ("serve",),
+    metavar="TOPIC",
+    check=topic_problem,
 )
 OUTPUT_TOPIC = Option(
-    "output-topic", "str", "decisions", "topic the decisions go to", ("serve",), metavar="TOPIC"
+    "output-topic",
+    "str",
+    "decisions",
+    "topic the decisions go to",
+    ("serve",),
+    metavar="TOPIC",
+    check=topic_problem,
 )
 DEAD_LETTER_TOPIC = Option(
     "dead-letter-topic",
@@ -429,6 +595,7 @@ DEAD_LETTER_TOPIC = Option(
     "topic for records that cannot be decided",
     ("serve",),
     metavar="TOPIC",
+    check=topic_problem,
 )
 
 EXACTLY_ONCE = Option(
@@ -464,7 +631,14 @@ OWN: tuple[Option, ...] = (
         aliases=("-o",),
     ),
     _cli("errors", "str", None, "error records file; default stderr", "detect"),
-    Option("batch-size", "int", 512, "records fingerprinted together", ("detect", "extract")),
+    Option(
+        "batch-size",
+        "int",
+        512,
+        "records fingerprinted together",
+        ("detect", "extract"),
+        check=at_least(1),
+    ),
     Option(
         "index",
         "str",
@@ -473,6 +647,7 @@ OWN: tuple[Option, ...] = (
         ("detect",),
         aliases=("--index-name",),
         metavar="NAME",
+        check=index_name_problem,
     ),
     Option(
         "workers",
@@ -481,6 +656,7 @@ OWN: tuple[Option, ...] = (
         "processes that parse and fingerprint ahead of the decisions; 0 does everything in "
         "one process, which measured faster on two cores; more cores gain from 1 or 2",
         ("detect",),
+        check=at_least(0),
     ),
     _cli("progress", "bool", None, PROGRESS, "detect", "produce", "index export", "index import"),
     # fit-idf
@@ -501,7 +677,7 @@ OWN: tuple[Option, ...] = (
         aliases=("-o",),
         required=True,
     ),
-    _cli("min-df", "int", 2, "drop tokens seen in fewer documents", "fit-idf"),
+    _cli("min-df", "int", 2, "drop tokens seen in fewer documents", "fit-idf", check=at_least(1)),
     # extract
     _cli(
         "id",
@@ -524,6 +700,7 @@ OWN: tuple[Option, ...] = (
         commands=("eval",),
         configurable=False,
         group="",
+        check=between(-1, 1),  # a Jaccard or a cosine; evaluate.py knows which
     ),
     _cli(
         "measure",
@@ -556,6 +733,7 @@ OWN: tuple[Option, ...] = (
         "the k that records with an embedding carry, when most do; else the default "
         "scheme's, or the farthest duplicate's distance if that is larger)",
         "eval",
+        check=between(0, 64),
     ),
     _cli("json", "bool", False, "print the scores as one JSON line", "eval", negatable=False),
     # serve, and the topics of produce and tail
@@ -588,6 +766,7 @@ OWN: tuple[Option, ...] = (
         "partitions of the output and dead-letter topics serve creates (default: as many as "
         "the input topic has)",
         ("serve",),
+        check=at_least(1),
     ),
     Option(
         "log-every",
@@ -597,6 +776,7 @@ OWN: tuple[Option, ...] = (
         "0 turns them off",
         ("serve",),
         metavar="SECONDS",
+        check=SECONDS,
     ),
     Option(
         "tombstones",
@@ -608,7 +788,7 @@ OWN: tuple[Option, ...] = (
         ("serve",),
         choices=("delete", "ignore"),
     ),
-    Option("group", "str", "neardup", "Kafka consumer group", ("serve",)),
+    Option("group", "str", "neardup", "Kafka consumer group", ("serve",), check=group_problem),
     Option(
         "index",
         "str",
@@ -616,8 +796,16 @@ OWN: tuple[Option, ...] = (
         "index name: the Redis key namespace, so indexes can share a server",
         ("serve",),
         metavar="NAME",
+        check=index_name_problem,
     ),
-    Option("batch-size", "int", 256, "records per poll and per Redis round trip", ("serve",)),
+    Option(
+        "batch-size",
+        "int",
+        256,
+        "records per poll and per Redis round trip",
+        ("serve",),
+        check=at_least(1),
+    ),
     Option(
         "text-ttl",
         "int",
@@ -625,6 +813,7 @@ OWN: tuple[Option, ...] = (
         "seconds the literal texts are kept for the second pass; 0 keeps them",
         ("serve",),
         metavar="SECONDS",
+        check=SECONDS,
     ),
     Option(
         "decision-ttl",
@@ -633,6 +822,7 @@ OWN: tuple[Option, ...] = (
         "seconds a decision is remembered for redeliveries; 0 keeps it",
         ("serve",),
         metavar="SECONDS",
+        check=SECONDS,
     ),
     Option(
         "retention",
@@ -643,6 +833,7 @@ OWN: tuple[Option, ...] = (
         "when the index is made",
         ("serve",),
         metavar="SECONDS",
+        check=SECONDS,
     ),
     Option(
         "max-bucket",
@@ -651,6 +842,7 @@ OWN: tuple[Option, ...] = (
         "newest entries a block-table bucket keeps and a lookup reads from it: a flood of "
         "variants into one bucket cannot slow every lookup",
         ("serve",),
+        check=at_least(1),
     ),
     EXACTLY_ONCE,
     Option(
@@ -671,6 +863,7 @@ OWN: tuple[Option, ...] = (
         "port of /metrics and /healthz; 0 turns them off",
         ("serve",),
         metavar="PORT",
+        check=PORT,
     ),
     Option(
         "metrics-host",
@@ -689,6 +882,7 @@ OWN: tuple[Option, ...] = (
         "us, an unknown host or a port that is not the server's fail at once",
         ("serve", "produce", "tail", "bench"),
         metavar="SECONDS",
+        check=more_than(0),
     ),
     # produce: its --topic is serve's --input-topic
     replace(INPUT_TOPIC, help="topic to send to", commands=("produce",), aliases=("--topic",)),
@@ -699,6 +893,7 @@ OWN: tuple[Option, ...] = (
         "create the topic with this many partitions if it does not exist (it takes records "
         "of up to --max-bytes); without it, the topic must exist",
         "produce",
+        check=at_least(1),
     ),
     Option(
         "max-bytes",
@@ -707,14 +902,26 @@ OWN: tuple[Option, ...] = (
         "the largest record serve accepts (its --max-bytes): a topic produce creates takes "
         "records this large",
         ("produce",),
+        check=at_least(1),
     ),
     # bench
     _cli("corpus", "str", None, "JSONL or JSONL.gz records to send", "bench", positional=True),
     _cli(
-        "consumers", "int", (1, 2), "consumer counts to measure (default: 1 2)", "bench", nargs="+"
+        "consumers",
+        "int",
+        (1, 2),
+        "consumer counts to measure (default: 1 2)",
+        "bench",
+        nargs="+",
+        check=at_least(1),
     ),
     _cli(
-        "latency-seconds", "float", 20.0, "how long to produce at half the measured rate", "bench"
+        "latency-seconds",
+        "float",
+        20.0,
+        "how long to produce at half the measured rate",
+        "bench",
+        check=more_than(0),
     ),
     _cli(
         "latency-rate",
@@ -723,6 +930,7 @@ OWN: tuple[Option, ...] = (
         "docs/s of the latency run (default: half the 1-consumer rate), e.g. to compare "
         "two settings at the same load",
         "bench",
+        check=more_than(0),
     ),
     _cli(
         "memory-docs",
@@ -730,6 +938,7 @@ OWN: tuple[Option, ...] = (
         1_000_000,
         "synthetic documents for the memory figure; 0 skips it",
         "bench",
+        check=at_least(0),
     ),
     replace(
         _ENGINE["scheme"],
@@ -737,7 +946,7 @@ OWN: tuple[Option, ...] = (
         commands=("bench",),
         group="",
     ),
-    Option("batch-size", "int", 256, "serve's batch size", ("bench",)),
+    Option("batch-size", "int", 256, "serve's batch size", ("bench",), check=at_least(1)),
     replace(
         EXACTLY_ONCE,
         help="the serve processes run with --exactly-once (their decisions are read "
@@ -780,6 +989,7 @@ OWN: tuple[Option, ...] = (
         "stop after this long without a record (default: never)",
         "tail",
         metavar="SECONDS",
+        check=more_than(0),
     ),
     # index
     _cli(
@@ -807,6 +1017,7 @@ OWN: tuple[Option, ...] = (
         "index name, the Redis key namespace",
         NOT_INDEX_IMPORT,
         metavar="NAME",
+        check=index_name_problem,
     ),
     Option(
         "index",
@@ -815,6 +1026,7 @@ OWN: tuple[Option, ...] = (
         "index name, the Redis key namespace (default: the name in the file)",
         ("index import",),
         metavar="NAME",
+        check=index_name_problem,
     ),
 )
 
@@ -997,10 +1209,12 @@ def read_file(path: str) -> dict[str, Any]:
         if dest in written:
             raise ConfigError(f"{where}: {dest!r} is given twice, as {written[dest]} and {key}")
         written[dest] = key
+        shown = "" if row.secret or row.url else f" = {_toml(value)}"  # never a password
         try:
             values[dest] = row.from_file(value)
+        except Invalid as exc:
+            raise ConfigError(f"{where}: {table}{key}{shown}: {exc}") from None
         except ValueError:
-            shown = "" if row.secret or row.url else f" = {_toml(value)}"  # never a password
             raise ConfigError(
                 f"{where}: {table}{key}{shown}: expected {row.expected()}, not {_describe(value)}"
             ) from None
@@ -1033,10 +1247,12 @@ def read_environ(environ: Mapping[str, str]) -> dict[str, Any]:
                 close = difflib.get_close_matches(name.upper(), known, n=1)
             hint = f" (did you mean {' or '.join(close)}?)" if close else ""
             raise ConfigError(f"environment: unknown variable {name}{hint}")
+        shown = "" if row.secret or row.url else f"={raw!r}"  # never a password
         try:
             values[dest] = row.from_env(raw)
+        except Invalid as exc:
+            raise ConfigError(f"environment: {name}{shown}: {exc}") from None
         except ValueError:
-            shown = "" if row.secret or row.url else f"={raw!r}"  # never a password
             spelled = " (1/0, true/false, yes/no, on/off)" if row.kind == "bool" else ""
             raise ConfigError(
                 f"environment: {name}{shown}: expected {row.expected()}{spelled}"

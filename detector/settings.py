@@ -67,6 +67,14 @@ class EngineSettings:
 
     def literal(self, kernels: Kernels | None = None) -> LiteralCheck:
         """The second pass; `kernels` are its engine's, the numpy reference's if none."""
+        # A shingle set (8 bytes a shingle, a shingle at most a token) larger than the
+        # cache is dropped as it comes: its document could never be found a duplicate of.
+        if self.literal_memory < 8 * self.max_tokens:
+            raise ConfigError(
+                f"--literal-memory {self.literal_memory} cannot hold the shingle set of a "
+                f"record of --max-tokens {self.max_tokens} tokens (8 bytes a token): give at "
+                f"least {8 * self.max_tokens}, or lower --max-tokens"
+            )
         return LiteralCheck(
             self.threshold,
             self.literal_shingle,

@@ -260,19 +260,35 @@ def test_a_malformed_environment_value_is_a_clean_error(
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        (["--scheme", "k3-b3"], "scheme"),
-        (["--scheme", "nonsense"], "scheme"),
-        (["--features", "words", "--shingle-size", "0"], "shingle"),
-        (["--cjk-ngram", "9"], "n-gram"),
+        (["--scheme", "k3-b3"], "argument --scheme: block scheme 'k3-b3': need 0 <= k"),
+        (["--scheme", "nonsense"], "argument --scheme: unknown block scheme 'nonsense'"),
+        (["--features", "words", "--shingle-size", "0"], "argument --shingle-size: must be"),
+        (["--cjk-ngram", "9"], "argument --cjk-ngram: must be between 1 and 4"),
     ],
 )
-def test_bad_engine_options_are_clean_errors(
+def test_bad_engine_options_are_the_parsers_errors(
+    tmp_path: Path, options: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        detect(tmp_path, [{"id": "a", "text": "b"}], *options)
+    assert exit_.value.code == 2
+    assert f"neardup detect: error: {message}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--cosine", "0.1", "--vector-recall", "0.99"], "raise --cosine or lower"),
+        (["--literal-memory", "1048576"], "give at least 1600000, or lower --max-tokens"),
+    ],
+)
+def test_engine_options_that_cannot_work_together_are_clean_errors(
     tmp_path: Path, options: list[str], message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code, _, _ = detect(tmp_path, [{"id": "a", "text": "b"}], *options)
     assert code == 2
     err = capsys.readouterr().err
-    assert "neardup: error:" in err and message in err.lower()
+    assert "neardup: error:" in err and message in err
 
 
 def test_missing_input_is_a_clean_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -496,8 +512,8 @@ def test_index_actions_take_the_redis_options_and_limits_are_options(
     assert args.index is None  # the name in the file
     serve = parser().parse_args(["serve", "--retention", "86400", "--max-bucket", "64"])
     assert (serve.retention, serve.max_bucket) == (86400, 64)
-    detect = parser().parse_args(["detect", "--max-tokens", "10", "--literal-memory", "1000"])
-    assert (detect.max_tokens, detect.literal_memory) == (10, 1000)
+    detect = parser().parse_args(["detect", "--max-tokens", "10", "--literal-memory", "2000000"])
+    assert (detect.max_tokens, detect.literal_memory) == (10, 2_000_000)
 
 
 def test_detect_applies_the_token_limit(tmp_path: Path) -> None:

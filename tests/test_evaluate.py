@@ -19,6 +19,7 @@ from detector.evaluate import (
     nearest_earlier,
     radius,
     report_figure,
+    truth_measure,
 )
 
 from .helpers import SAMPLE, SAMPLE_TRUTH, read_jsonl, read_lines, write_jsonl
@@ -77,6 +78,15 @@ def test_evaluate_hand_computed() -> None:
 def test_evaluate_threshold_changes_the_truth() -> None:
     scores = evaluate(DECISIONS, TRUTH, threshold=0.5)  # c becomes a true duplicate
     assert (scores["true_duplicates"], scores["precision"], scores["recall"]) == (5, 1.0, 0.8)
+
+
+def test_a_negative_threshold_is_a_cosines_only() -> None:
+    """--threshold takes -1..1 (a cosine may be negative); a Jaccard is never below 0."""
+    cosine = [{"id": "a", "max_cosine_earlier": -0.2}]
+    assert truth_measure(cosine, "auto", -0.5) == ("max_cosine_earlier", -0.5)
+    assert truth_measure(TRUTH, "jaccard", 0.0) == ("max_jaccard_earlier", 0.0)
+    with pytest.raises(ConfigError, match="--threshold of a Jaccard must be between 0 and 1"):
+        truth_measure(TRUTH, "auto", -0.5)
 
 
 def test_evaluate_without_duplicates_on_either_side() -> None:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,11 +18,21 @@ import pytest
 from detector import options, records, vectors, verify
 from detector.cli import config_file, parser
 from detector.errors import ConfigError
+from detector.features import FeatureConfig
 from detector.index import DEFAULT_MAX_BUCKET
-from detector.options import CONFIGURABLE, OPTIONS, Config, read_environ, read_file
+from detector.index.redis.connect import RedisSettings
+from detector.options import (
+    CONFIGURABLE,
+    OPTIONS,
+    Config,
+    Option,
+    Range,
+    read_environ,
+    read_file,
+)
 from detector.settings import DEFAULT_SCHEME, DEFAULT_THRESHOLD, EngineSettings
 
-from .helpers import ROOT
+from .helpers import ROOT, run_module
 
 PASSWORD = "s3cret-Pa55-9f2c"  # distinctive, so a leak cannot hide among other words
 
@@ -509,7 +521,7 @@ def test_eval_threshold_is_not_the_engines(tmp_path: Path) -> None:
         ("NEARDUP_REDIS_CLUSTER", "Off", False),
         ("NEARDUP_REDIS_CLUSTER", "FALSE", False),
         ("NEARDUP_BATCH_SIZE", " 64 ", 64),
-        ("NEARDUP_VECTOR_SEED", "-3", -3),
+        ("NEARDUP_VECTOR_SEED", "+3", 3),
         ("NEARDUP_THRESHOLD", "1", 1.0),
         ("NEARDUP_THRESHOLD", "0.85", 0.85),
         ("NEARDUP_KAFKA_SECURITY_PROTOCOL", "SASL_SSL", "SASL_SSL"),
@@ -619,6 +631,8 @@ def test_every_configurable_option_is_a_key_and_a_variable(tmp_path: Path) -> No
             value, raw = row.choices[-1], row.choices[-1]
         else:
             value, raw = samples[row.kind]
+        if row.problem(value) is not None:  # outside its range or syntax: its default
+            value, raw = row.default, str(row.default)
         toml = {True: "true"}.get(value, f'"{value}"' if isinstance(value, str) else str(value))
         lines.append(f"{row.name} = {toml}")
         environ[row.variable] = raw
@@ -627,3 +641,249 @@ def test_every_configurable_option_is_a_key_and_a_variable(tmp_path: Path) -> No
     config.write_text("\n".join(lines) + "\n")
     assert read_file(str(config)) == expected
     assert read_environ(environ) == expected
+
+
+# --------------------------------------------------------------------------- values checked
+
+NUMBERS = [row for row in OPTIONS if row.kind in ("int", "float")]
+# Each string row with a check, with a value it refuses and the check's words
+BAD_STRINGS: dict[str, tuple[str, str]] = {
+    "scheme": ("k9", "unknown block scheme 'k9': use manku-4"),
+    "vector_scheme": ("k3-b3", "block scheme 'k3-b3': need 0 <= k < blocks <= 64"),
+    "redis_url": ("127.0.0.1:6379", "has no scheme: write redis://HOST:PORT/DB"),
+    "bootstrap_servers": ("h:1,,h:2", "must be host:port, or several separated by commas"),
+    "input_topic": ("a/b", "must be 1 to 249 of the characters a-z, A-Z, 0-9"),
+    "output_topic": ("..", "must be 1 to 249 of the characters a-z, A-Z, 0-9"),
+    "dead_letter_topic": ("", "must be 1 to 249 of the characters a-z, A-Z, 0-9"),
+    "group": ("my group", "must not be empty, and hold no spaces or control characters"),
+    "index": ("a:b", "must be non-empty, without {}:/ or spaces"),
+}
+# the arguments a command cannot run without, so that its parser gets as far as the option
+NEEDED = {
+    "fit-idf": ["corpus", "-o", "out"],
+    "eval": ["decisions", "truth"],
+    "bench": ["corpus"],
+    "index import": ["file"],
+}
+
+
+def _parse(command: str, flag: str, text: str) -> Any:
+    """The arguments of `command ... FLAG=TEXT` (with = a value may start with a dash);
+    argparse's error as ArgumentError."""
+    p = subparser(command)
+    p.exit_on_error = False
+    return p.parse_args([*NEEDED.get(command, []), f"{flag}={text}"])
+
+
+def _steps(row: Option) -> list[tuple[float, bool]]:
+    """(value, taken) at each bound of a row's range: a closed bound taken and one step
+    outside refused; an open bound refused and one step inside taken."""
+    assert isinstance(row.check, Range)
+    out = []
+    for bound, is_open, inward in (
+        (row.check.low, row.check.low_open, 1),
+        (row.check.high, row.check.high_open, -1),
+    ):
+        if bound is None:
+            continue
+        if row.kind == "int":
+            step = (int(bound) + inward, int(bound) - inward)
+        else:
+            step = (
+                math.nextafter(bound, inward * math.inf),
+                math.nextafter(bound, -inward * math.inf),
+            )
+        inside, outside = step
+        out += [(bound, False), (inside, True)] if is_open else [(bound, True), (outside, False)]
+    return out
+
+
+def test_every_number_has_a_declared_range_and_every_default_is_in_it() -> None:
+    """A number without a Range was forgotten: ANY (Range()) is the decision to take all."""
+    assert [row.name for row in NUMBERS if not isinstance(row.check, Range)] == []
+    for row in OPTIONS:
+        assert row.problem(row.default) is None, row.name
+    # the strings with a syntax, each tested below
+    checked = {row.dest for row in OPTIONS if row.kind == "str" and row.check is not None}
+    assert checked == set(BAD_STRINGS)
+
+
+def test_the_rows_of_one_configurable_name_share_their_check() -> None:
+    """The environment and the file check a name against one row (CONFIGURABLE): every
+    command's row of it must take the same values."""
+    for row in OPTIONS:
+        if row.configurable:
+            assert row.check == CONFIGURABLE[row.dest].check, row
+
+
+def test_the_words_of_a_range() -> None:
+    assert options.between(0, 1).text == "must be between 0 and 1"
+    assert options.at_least(1).text == "must be at least 1"
+    assert options.more_than(0).text == "must be more than 0"
+    assert Range(0, 1, low_open=True).text == "must be more than 0 and at most 1"
+    assert Range(-1, 1, True, True).text == "must be more than -1 and less than 1"
+    assert options.ANY(-math.inf) is None and options.ANY(10**30) is None
+
+
+@pytest.mark.parametrize("row", NUMBERS, ids=[f"{row.commands[0]} --{row.name}" for row in NUMBERS])
+def test_each_bound_is_taken_at_the_bound_and_refused_a_step_outside(
+    row: Option, tmp_path: Path
+) -> None:
+    """Through the command line (every command of the row), the environment and the file,
+    each refusal in the same words, naming the flag, the variable, or the file and key."""
+    assert isinstance(row.check, Range)
+    words = row.check.text
+    for value, taken in _steps(row):
+        text = repr(value) if isinstance(value, float) else str(value)
+        for command in row.commands:
+            flag = f"--{row.name}"
+            if taken:
+                got = getattr(_parse(command, flag, text), row.dest)
+                assert got == ([value] if row.nargs else value), (command, text)
+            else:
+                with pytest.raises(argparse.ArgumentError) as caught:
+                    _parse(command, flag, text)
+                named = "/".join(row.flags)  # argparse names every flag of the option
+                assert str(caught.value) == f"argument {named}: {words}", (command, text)
+        if not row.configurable:
+            continue
+        config = tmp_path / "c.toml"
+        config.write_text(f"{row.name} = {text}\n")
+        if taken:
+            assert read_environ({row.variable: text}) == {row.dest: value}
+            assert read_file(str(config)) == {row.dest: value}
+            continue
+        with pytest.raises(ConfigError) as caught:
+            read_environ({row.variable: text})
+        assert str(caught.value) == f"environment: {row.variable}={text!r}: {words}"
+        with pytest.raises(ConfigError) as caught:
+            read_file(str(config))
+        assert str(caught.value) == f"config file {config}: {row.name} = {text}: {words}"
+
+
+@pytest.mark.parametrize("dest", sorted(BAD_STRINGS))
+def test_a_string_with_a_syntax_is_checked_from_every_source(dest: str, tmp_path: Path) -> None:
+    bad, words = BAD_STRINGS[dest]
+    rows = [row for row in OPTIONS if row.dest == dest]
+    for row in rows:
+        for command in row.commands:
+            with pytest.raises(argparse.ArgumentError) as caught:
+                _parse(command, f"--{row.name}", bad)
+            assert str(caught.value).startswith(f"argument {'/'.join(row.flags)}: {words}")
+    row = CONFIGURABLE[dest]
+    if bad:  # an empty variable is unset; the file can give the empty value
+        shown = "" if row.url else f"={bad!r}"  # a URL may hold a password: never shown
+        with pytest.raises(ConfigError) as caught:
+            read_environ({row.variable: bad})
+        assert str(caught.value).startswith(f"environment: {row.variable}{shown}: {words}")
+    config = tmp_path / "c.toml"
+    config.write_text(f"[neardup]\n{row.dest} = {options._toml(bad)}\n")
+    shown = "" if row.url else f" = {options._toml(bad)}"
+    with pytest.raises(ConfigError) as caught:
+        read_file(str(config))
+    assert str(caught.value).startswith(f"config file {config}: [neardup] {dest}{shown}: {words}")
+
+
+@pytest.mark.parametrize(
+    ("dest", "good"),
+    [
+        ("redis_url", "unix:///run/redis.sock"),
+        ("redis_url", f"rediss://neardup:{PASSWORD}@h:6380/1"),
+        ("redis_url", "REDIS://[::1]:6379"),
+        ("bootstrap_servers", "a:1, b:65535,[::1]:9092,kafka"),
+        ("input_topic", "a.b_c-D9" + "x" * 241),
+        ("group", "team/neardup-2"),
+        ("index", "café-2"),
+        ("scheme", "manku-16"),
+        ("vector_scheme", "auto"),
+        ("vector_scheme", "k7-b4-m1"),
+    ],
+)
+def test_strings_of_the_right_syntax_are_taken(dest: str, good: str) -> None:
+    assert read_environ({CONFIGURABLE[dest].variable: good}) == {dest: good}
+
+
+@pytest.mark.parametrize(
+    ("url", "words"),
+    [
+        ("127.0.0.1:6379", "has no scheme: write redis://HOST:PORT/DB (e.g. redis://127"),
+        ("localhost:6379/0", "has no scheme"),
+        (f"neardup:{PASSWORD}@h:6379", "has no scheme"),
+        (f"http://u:{PASSWORD}@h/", "must start with redis://, rediss:// (TLS) or unix://"),
+        (f"redis://u:{PASSWORD}@h:port/0", "has a host or port that cannot be read"),
+        (f"redis://u:{PASSWORD}@h:70000/0", "has a host or port that cannot be read"),
+    ],
+)
+def test_a_bad_redis_url_is_told_in_plain_words_without_its_password(
+    url: str, words: str, tmp_path: Path
+) -> None:
+    """From all three sources, and from RedisSettings (what the adapters build)."""
+    with pytest.raises(argparse.ArgumentError) as caught:
+        _parse("serve", "--redis-url", url)
+    messages = [str(caught.value)]
+    with pytest.raises(ConfigError) as caught_env:
+        read_environ({"NEARDUP_REDIS_URL": url})
+    config = tmp_path / "c.toml"
+    config.write_text(f'redis-url = "{url}"\n')
+    with pytest.raises(ConfigError) as caught_file:
+        read_file(str(config))
+    with pytest.raises(ConfigError) as caught_settings:
+        RedisSettings.from_options(url)
+    messages += [str(c.value) for c in (caught_env, caught_file, caught_settings)]
+    for message in messages:
+        assert words in message and PASSWORD not in message and "'://" not in message
+    assert messages[0].startswith("argument --redis-url: ")
+    assert messages[1].startswith("environment: NEARDUP_REDIS_URL: ")
+    assert messages[2].startswith(f"config file {config}: redis-url: ")
+    assert messages[3].startswith("--redis-url ")
+
+
+def test_the_feature_sizes_are_the_ones_the_engine_takes() -> None:
+    for name, field in (("shingle-size", "n"), ("cjk-ngram", "cjk_n")):
+        check = options.option(name, "detect").check
+        assert isinstance(check, Range) and check.low == 1 and check.high is not None
+        FeatureConfig(**{field: int(check.high)})
+        with pytest.raises(ConfigError):
+            FeatureConfig(**{field: int(check.high) + 1})
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["detect", "--threshold", "1.5"], "argument --threshold: must be between 0 and 1"),
+        (["detect", "--threshold", "-3"], "argument --threshold: must be between 0 and 1"),
+        (["detect", "--max-candidates", "0"], "argument --max-candidates: must be at least 1"),
+        (["detect", "--batch-size", "0"], "argument --batch-size: must be at least 1"),
+        (["serve", "--redis-url", "127.0.0.1:6379"], "argument --redis-url: has no scheme"),
+    ],
+)
+def test_the_issues_values_stop_the_process(argv: list[str], message: str) -> None:
+    done = run_module(argv, stdin=b'{"id": "a", "text": "b"}\n')
+    stderr = done.stderr.decode()
+    assert done.returncode == 2, stderr
+    assert f"neardup {argv[0]}: error: {message}" in stderr
+    assert "Traceback" not in stderr and done.stdout == b""
+
+
+def test_a_bad_value_in_the_environment_or_the_file_stops_the_process(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NEARDUP_")}
+    env.update(PYTHONPATH=str(ROOT), NEARDUP_MAX_CANDIDATES="0")
+    done = subprocess.run(
+        [sys.executable, "-m", "detector", "detect"],
+        input="",
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert "neardup: error: environment: NEARDUP_MAX_CANDIDATES='0': must be at least 1" in (
+        done.stderr
+    )
+    config = tmp_path / "c.toml"
+    config.write_text("threshold = 1.5\n")
+    done = run_module(["detect", "--config", str(config)], stdin=b"")
+    assert done.returncode == 2
+    message = f"neardup: error: config file {config}: threshold = 1.5: must be between 0 and 1"
+    assert message in done.stderr.decode()

@@ -24,11 +24,17 @@ from redis.exceptions import (
     NoPermissionError,
 )
 
-from ...access import DEFAULT_REDIS_URL, Secret, as_variables, join_url, redact_url, resolve
+from ...access import (
+    DEFAULT_REDIS_URL,
+    Secret,
+    as_variables,
+    join_url,
+    redact_url,
+    redis_url_problem,
+    resolve,
+)
 from ...errors import BackendUnavailable, ConfigError
 from ...tls import check_tls_files, tls_refusal
-
-SCHEMES = ("redis", "rediss", "unix")
 
 
 @dataclass(frozen=True)
@@ -47,14 +53,10 @@ class RedisSettings:
     cluster: bool = False  # url is one node of a Redis Cluster; the client finds the rest
 
     def __post_init__(self) -> None:
-        scheme = urlsplit(self.url).scheme
-        if self.cluster and scheme == "unix":
+        if problem := redis_url_problem(self.url):
+            raise ConfigError(f"--redis-url {problem}")
+        if self.cluster and urlsplit(self.url).scheme == "unix":
             raise ConfigError("--redis-cluster needs a redis:// or rediss:// URL of one node")
-        if scheme not in SCHEMES:
-            raise ConfigError(
-                f"--redis-url must start with redis://, rediss:// (TLS) or unix://, "
-                f"not {redact_url(self.url)!r}"
-            )
         if not self.tls and (self.ca_file or self.cert_file or self.key_file):
             raise ConfigError(
                 "--redis-ca-file, --redis-cert-file and --redis-key-file need a "

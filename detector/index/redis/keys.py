@@ -59,6 +59,7 @@ import xxhash
 from ...errors import ConfigError
 from ...hashing import fmix64
 from ...kernels import native_module
+from ...names import index_name_problem
 from ...records import VERSION_MARK, Decision
 
 LAYOUT = "2"
@@ -82,10 +83,8 @@ class Layout:
     """The key names of one index."""
 
     def __init__(self, namespace: str) -> None:
-        if not namespace or any(c in namespace for c in "{}:/ "):
-            raise ConfigError(
-                f"index name {namespace!r} must be non-empty, without {{}}:/ or spaces"
-            )
+        if problem := index_name_problem(namespace):
+            raise ConfigError(f"index name {namespace!r} {problem}")
         self.namespace = namespace
         self.prefix = f"nd:{{{namespace}}}:"  # the coordinator's
         self.meta = self.prefix + "meta"

@@ -26,7 +26,7 @@ from ...access import (
     SECURITY_PROTOCOLS,
     Secret,
     as_variables,
-    host_port,
+    kafka_addresses,
     resolve,
 )
 from ...errors import BackendUnavailable, ConfigError, cause
@@ -150,8 +150,8 @@ def check(settings: KafkaSettings, timeout: float = 10.0, attempts: int = 3) -> 
     closed there, every time in `attempts` tries, counts as refused too.
     """
     last = "no bootstrap server"
-    for address in settings.bootstrap_servers.split(","):
-        resolve(*host_port(address, "--bootstrap-servers"), f"Kafka at {address}")
+    for host, port in kafka_addresses(settings.bootstrap_servers):
+        resolve(host, port, f"Kafka at {host}:{port}")
     for broker in settings.bootstrap_servers.split(","):
         suspicions: set[str] = set()
         for attempt in range(attempts):
