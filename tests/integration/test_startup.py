@@ -1,0 +1,284 @@
+"""What `neardup serve`, `produce` and `tail` do at start against real servers that are
+away, wrong or missing a topic: what fails at once (with a message), what is waited for
+(bounded by --startup-timeout, and saying what it waits for), what /livez and /readyz say
+meanwhile; the log of a running consumer (assignments, progress, the last line), its lag
+per partition, and where a new group starts (--start-from)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from typing import Any
+
+from ..helpers import ROOT
+from .admin import admin, create_topics, delete_topics
+from .endpoints import BOOTSTRAP, CALLER_ENV
+from .processes import Names, Serve, child_env, logs
+from .readers import DecisionReader, Producer
+
+CONTROLLER_PORT = CALLER_ENV.get("NEARDUP_STACK_KAFKA_CONTROLLER_PORT", "9093")
+KAFKA_HOST = BOOTSTRAP.split(",")[0].rpartition(":")[0]
+
+
+def free_port() -> int:
+    """A port nothing listens on (closed again at once): connections to it are refused."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def neardup(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """`python -m detector ARGS` run to its end, whatever its status."""
+    return subprocess.run(
+        [sys.executable, "-m", "detector", *args],
+        cwd=ROOT,
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def timed(*args: str, timeout: float = 60) -> tuple[subprocess.CompletedProcess[str], float]:
+    started = time.monotonic()
+    done = neardup(*args, timeout=timeout)
+    return done, time.monotonic() - started
+
+
+def get(port: int, path: str) -> tuple[int, dict[str, Any]]:
+    """(status, JSON body) of a health endpoint; (0, {}) when nothing answers yet."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+    except (urllib.error.URLError, ConnectionError):
+        return 0, {}
+
+
+def until(check: Callable[[], bool], timeout: float, what: Callable[[], str]) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, what()
+        time.sleep(0.2)
+
+
+def serve_args(names: Names, *extra: str) -> list[str]:
+    return [
+        "serve",
+        "--input-topic",
+        names.input,
+        "--output-topic",
+        names.output,
+        "--dead-letter-topic",
+        names.dead_letter,
+        "--group",
+        names.group,
+        "--index",
+        names.index,
+        "--metrics-port",
+        "0",
+        *extra,
+    ]
+
+
+# ----------------------------------------------------------------- what fails at once
+
+
+def test_what_no_wait_cures_fails_at_once_with_words(names: Names) -> None:
+    """An unknown host, Kafka's controller port, and a Redis URL that points at Kafka: a
+    wait would never end, so serve stops within seconds, status 2, saying why."""
+    create_topics({names.input: 1})
+    cases = [
+        (["--redis-url", "redis://no-such-host.invalid:6379/0"], "unknown host"),
+        (["--bootstrap-servers", "no-such-host.invalid:9092"], "unknown host"),
+        (
+            ["--bootstrap-servers", f"{KAFKA_HOST}:{CONTROLLER_PORT}"],
+            "is not a Kafka broker's client listener",
+        ),
+        (
+            ["--redis-url", f"redis://{BOOTSTRAP.split(',')[0]}/0"],
+            "drops it at the first command",
+        ),
+    ]
+    for extra, said in cases:
+        done, seconds = timed(*serve_args(names, *extra, "--startup-timeout", "120"))
+        assert done.returncode == 2, f"{extra}: {done.returncode}\n{done.stderr[-2000:]}"
+        assert said in done.stderr, f"{extra}:\n{done.stderr[-2000:]}"
+        assert "Traceback" not in done.stderr, done.stderr[-3000:]
+        assert seconds < 30, f"{extra}: {seconds:.0f} s"
+
+
+def test_a_server_that_is_away_is_waited_for_up_to_the_startup_timeout(names: Names) -> None:
+    create_topics({names.input: 1})
+    redis_away = f"redis://127.0.0.1:{free_port()}/0"
+    done, seconds = timed(
+        *serve_args(names, "--redis-url", redis_away, "--startup-timeout", "4"), timeout=60
+    )
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert "waiting for Redis at" in done.stderr, done.stderr[-2000:]
+    assert "gave up waiting for Redis at" in done.stderr, done.stderr[-2000:]
+    assert "--startup-timeout 4" in done.stderr
+    assert 3 < seconds < 30, seconds
+
+    kafka_away = f"127.0.0.1:{free_port()}"
+    for command in (
+        serve_args(names, "--bootstrap-servers", kafka_away, "--startup-timeout", "3"),
+        ["produce", "-", "--topic", names.input, "--bootstrap-servers", kafka_away,
+         "--startup-timeout", "3"],
+        ["tail", "--topic", names.output, "--bootstrap-servers", kafka_away,
+         "--startup-timeout", "3"],
+    ):  # fmt: skip
+        done, seconds = timed(*command)
+        assert done.returncode == 1, f"{command[0]}: {done.stderr[-2000:]}"
+        assert f"waiting for Kafka at {kafka_away}" in done.stderr, done.stderr[-2000:]
+        assert "connection refused" in done.stderr, done.stderr[-2000:]
+        assert "gave up waiting" in done.stderr, done.stderr[-2000:]
+        assert seconds < 30, f"{command[0]}: {seconds:.0f} s"
+
+
+def test_health_says_not_ready_until_the_consumer_has_its_partitions(
+    names: Names, serve: Callable[..., Serve]
+) -> None:
+    """Redis is away at first (a port of our own, where a real Redis starts later):
+    /livez answers 200 (the process is waiting, as it says), /readyz and /healthz 503
+    until the consumer joined its group."""
+    create_topics({names.input: 2})
+    redis_port = free_port()
+    metrics = free_port()
+    server = serve(
+        ["--redis-url", f"redis://127.0.0.1:{redis_port}/0", "--metrics-port", str(metrics)]
+    )
+    until(lambda: get(metrics, "/livez")[0] == 200, 30, lambda: logs([server]))
+    status, body = get(metrics, "/readyz")
+    assert status == 503 and not body["ready"], body
+    assert body["state"].startswith("waiting for Redis at"), body
+    assert get(metrics, "/healthz")[0] == 503
+
+    redis = subprocess.Popen(
+        ["redis-server", "--port", str(redis_port), "--bind", "127.0.0.1", "--save", "",
+         "--appendonly", "no"],
+        stdout=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        until(lambda: get(metrics, "/readyz")[0] == 200, 60, lambda: logs([server]))
+        _, body = get(metrics, "/healthz")
+        assert body["ready"] and body["partitions"] == 2, body
+        assert server.stop() == 0, logs([server])
+    finally:
+        redis.terminate()
+        redis.wait(10)
+
+
+# ----------------------------------------------------------------- topics
+
+
+def test_a_mistyped_input_topic_is_waited_for_never_created(names: Names) -> None:
+    create_topics({names.input: 1})
+    typo = names.input[:-1] + ("x" if names.input[-1] != "x" else "y")
+    done = neardup(*serve_args(names, "--input-topic", typo, "--startup-timeout", "3"))
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert f"the input topic {typo!r} does not exist (did you mean {names.input!r}?)" in (
+        done.stderr
+    ), done.stderr[-2000:]
+    client = admin()
+    try:
+        assert typo not in client.list_topics(), "serve created the mistyped topic"
+    finally:
+        client.close()
+
+
+def test_the_input_topic_may_come_later_and_outputs_are_made_with_its_partitions(
+    names: Names, serve: Callable[..., Serve], decisions: DecisionReader
+) -> None:
+    """The output and dead-letter topics are made, with as many partitions as the input
+    topic, once it exists; --no-create-topics requires them instead."""
+    delete_topics([names.output, names.dead_letter])
+    until(lambda: not {names.output, names.dead_letter} & set(_topics()), 30, str)
+    done = neardup(*serve_args(names, "--no-create-topics", "--startup-timeout", "2"))
+    assert done.returncode == 1, done.stderr[-2000:]  # waited for the input topic in vain
+
+    server = serve(["--startup-timeout", "60"])
+    time.sleep(3)
+    assert "waiting for the input topic" in server.log(), server.log()
+    create_topics({names.input: 3})
+    with Producer() as producer:
+        producer.send_record(names.input, {"id": "later", "text": "a record after the wait"})
+        producer.flush()
+    assert not decisions.wait_for(["later"], timeout=60), logs([server])
+    partitions = {t["name"]: len(t["partitions"]) for t in _describe([names.output])}
+    assert partitions == {names.output: 3}, partitions
+    assert f"created topic {names.output!r} with 3 partition(s)" in server.log()
+    assert server.stop() == 0, logs([server])
+
+    create_topics({names.input: 1})
+    delete_topics([names.dead_letter])
+    until(lambda: names.dead_letter not in _topics(), 30, str)
+    done = neardup(*serve_args(names, "--no-create-topics"))
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert f"the dead-letter topic {names.dead_letter!r} does not exist" in done.stderr
+
+
+def _topics() -> list[str]:
+    client = admin()
+    try:
+        return list(client.list_topics())
+    finally:
+        client.close()
+
+
+def _describe(topics: list[str]) -> list[dict[str, Any]]:
+    client = admin()
+    try:
+        return list(client.describe_topics(topics))
+    finally:
+        client.close()
+
+
+# ----------------------------------------------------------------- the running consumer
+
+
+def test_the_log_the_lag_and_where_a_new_group_starts(
+    names: Names, serve: Callable[..., Serve], decisions: DecisionReader
+) -> None:
+    """--start-from latest skips what the topic held before the group existed; the log
+    names the partitions assigned and revoked, says how it is going, and ends with a
+    summary; /metrics has the lag of each partition."""
+    create_topics({names.input: 2})
+    with Producer() as producer:
+        for n in range(10):
+            producer.send_record(names.input, {"id": f"old-{n}", "text": f"before the group {n}"})
+        producer.flush()
+    metrics = free_port()
+    server = serve(
+        ["--start-from", "latest", "--log-every", "1", "--metrics-port", str(metrics)]
+    )
+    until(lambda: get(metrics, "/readyz")[0] == 200, 60, lambda: logs([server]))
+    time.sleep(1)  # the positions are taken at the end of each partition
+    fresh = [{"id": f"new-{n}", "text": f"after the group started, number {n}"} for n in range(6)]
+    with Producer() as producer:
+        for r in fresh:
+            producer.send_record(names.input, r)
+        producer.flush()
+    assert not decisions.wait_for([r["id"] for r in fresh], timeout=60, idle=2), logs([server])
+    assert {d["id"] for d in decisions.records} == {r["id"] for r in fresh}
+
+    until(lambda: "progress: " in server.log(), 30, lambda: logs([server]))
+    scrape = urllib.request.urlopen(f"http://127.0.0.1:{metrics}/metrics", timeout=5).read()
+    lags = [line for line in scrape.decode().splitlines() if line.startswith("neardup_partition")]
+    assert sorted(lags) == [
+        f'neardup_partition_lag{{partition="{p}",topic="{names.input}"}} 0.0' for p in (0, 1)
+    ], lags
+    assert server.stop() == 0, logs([server])
+    log = server.log(20000)
+    assert f"assigned 2 partition(s): {names.input}-0, {names.input}-1" in log, log
+    assert "progress: 6 records" in log or "progress: " in log, log
+    assert "SIGTERM: stopping after the batch in flight" in log, log
+    assert f"revoked 2 partition(s): {names.input}-0, {names.input}-1" in log, log
+    assert "stopped: 6 records" in log and "6 unique" in log, log
