@@ -309,9 +309,11 @@ def _fit_idf(args: argparse.Namespace) -> int:
         with open_input(args.corpus) as stream:
             for raw, _ in read_lines(stream, input_label(args.corpus)):
                 try:
-                    yield parse_document(raw).text
+                    text = parse_document(raw).text
                 except DetectorError:
                     continue  # fitting weights tolerates the lines detect would reject
+                if text:  # a record with only an embedding has no words to count
+                    yield text
 
     table = IdfTable.fit(texts(), min_df=args.min_df)
     table.save(args.output)

@@ -36,7 +36,7 @@ MAX_EMBEDDING_DIM = 16_384
 @dataclass
 class Document:
     id: str
-    text: str
+    text: str  # "" for a record with only an embedding
     url: str | None = None
     embedding: np.ndarray | list[float] | None = None  # parsed: float64
     meta: dict[str, Any] | None = None
@@ -77,17 +77,19 @@ def parse_document(raw: bytes, max_bytes: int = DEFAULT_MAX_BYTES) -> Document:
         )
     if VERSION_MARK in doc_id:
         raise BadRecord("bad_id", "id must not contain a NUL character")
-    if text is None:
-        raise BadRecord("missing_text")
-    if not isinstance(text, str):
+    url, embedding, meta = body.get("url"), body.get("embedding"), body.get("meta")
+    if text is None and embedding is None:
+        raise BadRecord("missing_text", "a record needs a text, an embedding or both")
+    if text is not None and not isinstance(text, str):
         raise BadRecord("bad_text", f"text must be a string, got {type(text).__name__}")
+    # A record with only an embedding is decided on its vector, as one with both is.
+    text = text or ""
     if not strict:
         for name, value in (("id", doc_id), ("text", text)):
             try:
                 value.encode("utf-8")
             except UnicodeEncodeError:  # a JSON escape of a lone surrogate: not a character
                 raise BadRecord("invalid_unicode", f"{name} holds a lone surrogate") from None
-    url, embedding, meta = body.get("url"), body.get("embedding"), body.get("meta")
     if url is not None and not isinstance(url, str):
         raise BadRecord("bad_url", "url must be a string")
     if meta is not None and not isinstance(meta, dict):

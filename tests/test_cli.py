@@ -288,6 +288,7 @@ def test_fit_idf_writes_a_table_that_detect_loads(tmp_path: Path) -> None:
         {"id": f"c{i}", "text": words_text(100 + i, 50) + " common words here"} for i in range(30)
     ]
     corpus.append(b"not json: skipped when fitting")
+    corpus.append({"id": "v", "embedding": [0.5, 1]})  # no text: no document of the corpus
     src = write_jsonl(tmp_path / "corpus.jsonl", corpus)
     table_path = tmp_path / "idf.json.gz"
     assert main(["fit-idf", str(src), "-o", str(table_path), "--min-df", "2"]) == 0
