@@ -265,10 +265,12 @@ def _detect(args: argparse.Namespace) -> int:
             progress.close()
         sink.close()
         source.close()
-    print(f"neardup: {counts.summary()}; {detector.engine.kernels.name} kernels", file=sys.stderr)
+    failed = "; every record was an error (exit status 1)" if counts.failed else ""
+    kernels = detector.engine.kernels.name
+    print(f"neardup: {counts.summary()}; {kernels} kernels{failed}", file=sys.stderr)
     if detector.vector_lookups:
         print(f"neardup: vectors: {_vector_summary(detector, index)}", file=sys.stderr)
-    return 0
+    return 1 if counts.failed else 0
 
 
 def _vector_summary(detector: Any, index: Any) -> str:

@@ -49,7 +49,7 @@ from .records import (
 )
 from .retry import LOOP, Retry
 from .stream import Batch, Headers, Sink, Source
-from .tokenize import count_tokens
+from .tokenize import count_tokens, has_tokens
 
 T = TypeVar("T")
 
@@ -112,6 +112,7 @@ def prepare(
     for (doc, (raw, where), headers), text in zip(parsed, all_texts, strict=True):
         try:
             check_tokens(text, limits.max_tokens)
+            check_words(doc, text)
         except BadRecord as bad:
             _fail(out, bad, raw, where, headers)
         else:
@@ -159,6 +160,19 @@ def check_tokens(normalized: str, max_tokens: int) -> None:
         raise BadRecord("too_many_tokens", f"{count} tokens, the limit is {max_tokens}")
 
 
+def check_words(doc: Document, normalized: str) -> None:
+    """BadRecord when a record without an embedding has no words to be decided on: its
+    fingerprint would be 0 and every later empty text (or a page of markup alone) its
+    exact copy, so it never enters the index."""
+    if doc.embedding is None and not has_tokens(normalized):
+        how = (
+            f"once its text is extracted ({doc.extraction})"
+            if doc.extraction
+            else "once normalized"
+        )
+        raise BadRecord("empty_text", f"no words {how}")
+
+
 @dataclass
 class Counts:
     records: int = 0
@@ -185,6 +199,12 @@ class Counts:
             else:
                 self.duplicates += 1
                 self.exact += d.exact
+
+    @property
+    def failed(self) -> bool:
+        """Records came and not one could be decided: most likely the wrong file, or a
+        producer writing the wrong format, which a run's exit status should say."""
+        return self.records > 0 and self.errors == self.records
 
     def summary(self) -> str:
         rate = self.records / self.seconds if self.seconds else 0.0

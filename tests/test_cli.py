@@ -509,6 +509,65 @@ def test_detect_applies_the_token_limit(tmp_path: Path) -> None:
     assert [e["reason"] for e in errors] == ["too_many_tokens"]
 
 
+# --- empty texts, and a run of nothing but errors -------------------------------------
+
+EMPTY_PAGE = (
+    "<!DOCTYPE html><html><head><style>p {}</style></head>"
+    "<body><div><p>&nbsp;</p><img src=a.png></div><script>go()</script></body></html>"
+)
+
+
+def test_a_text_without_words_is_an_error_never_an_exact_copy(tmp_path: Path) -> None:
+    """Fingerprint 0 for "" made every later empty text its exact copy: a record with no
+    words once normalized (a page: once its text is extracted) and no embedding is an
+    `empty_text` error, and never enters the index; one with an embedding is decided on
+    its vector as ever."""
+    records = [
+        {"id": "empty", "text": ""},
+        {"id": "blank", "text": "   <br> "},
+        {"id": "marks", "text": "!!!"},
+        {"id": "page", "text": EMPTY_PAGE},
+        {"id": "words", "text": TEXT},
+        {"id": "empty-again", "text": ""},
+        {"id": "vector", "text": "", "embedding": [0.5, 1.0]},
+    ]
+    code, decisions, errors = detect(tmp_path, records, "--batch-size", "3", "--workers", "0")
+    assert code == 0
+    assert [(d["id"], d["decision"]) for d in decisions] == [
+        ("words", "unique"),
+        ("vector", "unique"),
+    ]
+    assert [(e["line"], e["reason"], e["detail"]) for e in errors] == [
+        (1, "empty_text", "no words once normalized"),
+        (2, "empty_text", "no words once normalized"),
+        (3, "empty_text", "no words once normalized"),
+        (4, "empty_text", "no words once its text is extracted (body)"),
+        (6, "empty_text", "no words once normalized"),
+    ]
+
+
+def test_an_id_refetched_empty_keeps_its_indexed_version(tmp_path: Path) -> None:
+    """A re-fetch that lost its words is an error, not a revision: the index keeps the
+    version before it, so a later copy of that text is still its duplicate."""
+    records = [{"id": "a", "text": TEXT}, {"id": "a", "text": " "}, {"id": "b", "text": NEAR}]
+    code, decisions, errors = detect(tmp_path, records, "--batch-size", "1", "--workers", "0")
+    assert code == 0
+    assert [e["reason"] for e in errors] == ["empty_text"]
+    assert [(d["id"], d["duplicate_of"]) for d in decisions] == [("a", None), ("b", "a")]
+
+
+def test_a_run_of_nothing_but_errors_exits_1_and_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, decisions, errors = detect(tmp_path, [{"id": "e", "text": ""}, b"{not json"])
+    assert (code, decisions, len(errors)) == (1, [], 2)
+    assert capsys.readouterr().err.rstrip().endswith("every record was an error (exit status 1)")
+    # one decision is enough for a 0, and so is an input of no records at all
+    assert detect(tmp_path, [{"id": "e", "text": ""}, {"id": "w", "text": TEXT}])[0] == 0
+    assert detect(tmp_path, [b"", b"  "])[0] == 0
+    assert "every record" not in capsys.readouterr().err
+
+
 # --- the config file and the environment: read in every form, checked -------------------
 
 STRICT = "threshold = 0.999\n"  # makes NEAR unique: proof that the file was read
