@@ -26,6 +26,9 @@ if TYPE_CHECKING:
 # With --retention, each serve process sweeps one shard's digests a second: all of them
 # in about a minute, however large the index.
 SWEEP_SHARDS = 1
+# The longest line `produce` sends: its producer's requests are at most 64 MiB
+# (stream/kafka.py produce), and a longer line is not read whole only to be refused.
+PRODUCE_MAX_BYTES = 64 * 1024 * 1024 - 64 * 1024
 
 GROUPS = {"engine": "engine", "redis": "Redis", "kafka": "Kafka"}
 CONFIG_HELP = (
@@ -241,19 +244,20 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _detect(args: argparse.Namespace) -> int:
     from .index.memory import MemoryIndex
     from .pipeline import Limits, Loop
+    from .records import LINE_RAW_KEPT
     from .stream.files import FileSource, JsonlSink, open_output
 
     settings = _settings(args)
     index = MemoryIndex(settings.block_scheme(), args.index, vectors=settings.vector_block_scheme())
     detector = settings.detector(index)
-    source = FileSource(args.input, args.batch_size)
+    source = FileSource(args.input, args.batch_size, settings.max_bytes, LINE_RAW_KEPT)
     sink = JsonlSink(open_output(args.output, sys.stdout), open_output(args.errors, sys.stderr))
     progress = _progress(args, smoothing=0.1)
     loop = Loop(
         detector,
         source,
         sink,
-        Limits(settings.max_bytes, settings.max_tokens),
+        Limits(settings.max_bytes, settings.max_tokens, LINE_RAW_KEPT),
         observers=[_Progress(progress)] if progress is not None else [],
         workers=args.workers,
         start_method="fork",  # detect runs no threads
@@ -304,12 +308,14 @@ class _Progress:
 
 def _fit_idf(args: argparse.Namespace) -> int:
     from .features import IdfTable
-    from .records import parse_document
+    from .records import CUT, DEFAULT_MAX_BYTES, parse_document
     from .stream.files import input_label, open_input, read_lines
 
     def texts() -> Iterator[str]:
         with open_input(args.corpus) as stream:
-            for raw, _ in read_lines(stream, input_label(args.corpus)):
+            for raw, where in read_lines(stream, input_label(args.corpus), DEFAULT_MAX_BYTES):
+                if CUT in where:
+                    continue  # too large for detect, and only its first bytes were kept
                 try:
                     text = parse_document(raw).text
                 except DetectorError:
@@ -330,17 +336,19 @@ def _fit_idf(args: argparse.Namespace) -> int:
 def _extract(args: argparse.Namespace) -> int:
     from .errors import BadRecord
     from .index.memory import MemoryIndex
-    from .records import parse_document
+    from .records import CUT, parse_document
     from .stream.files import FileSource
 
     settings = _settings(args)
     extractor = settings.extractor(MemoryIndex(settings.block_scheme()))
     wanted = set(args.id.split(",")) if args.id else None
-    source = FileSource(args.input, args.batch_size)
+    source = FileSource(args.input, args.batch_size, settings.max_bytes)
     try:
         for batch in source.batches():
             docs = []
-            for raw, _ in batch.records:
+            for raw, where in batch.records:
+                if CUT in where:
+                    continue  # too large: detect makes it an error record
                 try:
                     docs.append(parse_document(raw, settings.max_bytes))
                 except BadRecord:
@@ -491,6 +499,7 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _produce(args: argparse.Namespace) -> int:
+    from .records import CUT, RawRecord
     from .stream.files import input_label, open_input, read_lines
     from .stream.kafka import ensure_topics, produce
 
@@ -499,15 +508,31 @@ def _produce(args: argparse.Namespace) -> int:
     if args.partitions:
         ensure_topics(kafka, {args.input_topic: args.partitions})
     progress = _progress(args)
-    sent = 0
+    sent = skipped = 0
+
+    def sendable(lines: Iterator[RawRecord]) -> Iterator[RawRecord]:
+        nonlocal skipped
+        for raw, where in lines:
+            if CUT in where:
+                skipped += 1
+                print(
+                    f"neardup: {where['source']} line {where['line']}: {where[CUT]} bytes, "
+                    f"more than a record may be sent ({PRODUCE_MAX_BYTES} bytes): not sent",
+                    file=sys.stderr,
+                )
+            else:
+                yield raw, where
+
     with open_input(args.input) as stream:
-        for n in produce(kafka, args.input_topic, read_lines(stream, input_label(args.input))):
+        lines = read_lines(stream, input_label(args.input), PRODUCE_MAX_BYTES)
+        for n in produce(kafka, args.input_topic, sendable(lines)):
             sent += n
             if progress is not None:
                 progress.update(n)
     if progress is not None:
         progress.close()
-    print(f"neardup: {sent} records sent to {args.input_topic}", file=sys.stderr)
+    too_large = f"; {skipped} lines too large, not sent" if skipped else ""
+    print(f"neardup: {sent} records sent to {args.input_topic}{too_large}", file=sys.stderr)
     return 0
 
 
@@ -596,6 +621,7 @@ def _index_import(args: argparse.Namespace, client: Any) -> int:
     from .stream.files import input_label, open_input, read_lines
 
     stream = open_input(args.input)
+    # unbounded: an export's lines are the index's own records, none of which may be lost
     lines = read_lines(stream, input_label(args.input))
     try:
         first = next(lines, None)

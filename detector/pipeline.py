@@ -35,10 +35,12 @@ from .errors import BadRecord
 from .extract import Extractor
 from .extract import texts as texts_of
 from .records import (
+    CUT,
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_TOKENS,
     MAX_ID_CHARS,
     ORIGIN,
+    RAW_KEPT,
     VERSION_MARK,
     Decision,
     Document,
@@ -46,6 +48,7 @@ from .records import (
     Tombstone,
     error_record,
     parse_document,
+    too_large,
 )
 from .retry import LOOP, Retry
 from .stream import Batch, Headers, Sink, Source
@@ -56,10 +59,12 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class Limits:
-    """What one record may weigh: larger ones are error records, not decisions."""
+    """What one record may weigh: larger ones are error records, not decisions; and how
+    much of a bad record's bytes its error record keeps (its sink's own measure)."""
 
     max_bytes: int = DEFAULT_MAX_BYTES
     max_tokens: int = DEFAULT_MAX_TOKENS
+    raw_kept: int = RAW_KEPT
 
 
 LIMITS = Limits()
@@ -100,9 +105,12 @@ def prepare(
                 dead = Tombstone(tombstone_id(where.get("key")), origin)
                 out.tombstones.append((len(parsed), dead, headers))
                 continue
+            size = where.get(CUT)
+            if size is not None:  # a line the source would not hold: too large for the limit
+                raise too_large(cast(int, size), limits.max_bytes)
             doc = parse_document(raw, limits.max_bytes)
         except BadRecord as bad:
-            _fail(out, bad, raw, where, headers)
+            _fail(out, bad, raw, where, headers, limits.raw_kept)
         else:
             doc.origin = origin
             parsed.append((doc, (raw, where), headers))
@@ -114,7 +122,7 @@ def prepare(
             check_tokens(text, limits.max_tokens)
             check_words(doc, text)
         except BadRecord as bad:
-            _fail(out, bad, raw, where, headers)
+            _fail(out, bad, raw, where, headers, limits.raw_kept)
         else:
             out.docs.append(doc)
             out.headers.append(headers)
@@ -125,15 +133,19 @@ def prepare(
     return out
 
 
-def _fail(out: Prepared, bad: BadRecord, raw: bytes, where: dict[str, object], h: Headers) -> None:
+def _fail(
+    out: Prepared, bad: BadRecord, raw: bytes, where: dict[str, object], h: Headers, kept: int
+) -> None:
     told = {k: v for k, v in where.items() if k not in NOT_TOLD}
-    out.errors.append(error_record(bad.reason, bad.detail, raw, **told))
+    size = cast(int | None, where.get(CUT))
+    out.errors.append(error_record(bad.reason, bad.detail, raw, kept=kept, size=size, **told))
     out.error_headers.append(h)
 
 
 # What a source tells of a record that is not for its dead letter's JSON: the headers go
-# with it as headers, the key and the tombstone mark are what made it one.
-NOT_TOLD = ("headers", "key", "tombstone")
+# with it as headers, the key and the tombstone mark are what made it one, and a cut
+# line's size is its `raw_bytes`.
+NOT_TOLD = ("headers", "key", "tombstone", CUT)
 
 
 def tombstone_id(key: object) -> str:

@@ -343,6 +343,19 @@ def test_error_record_keeps_the_bytes_and_the_place() -> None:
     json.dumps(rec)  # serializable as is
 
 
+def test_an_error_record_keeps_what_its_sink_keeps_and_says_the_true_size() -> None:
+    raw = bytes(range(256)) * 40
+    full = error_record("invalid_json", "", raw)  # a dead letter keeps 256 KiB
+    assert base64.b64decode(full["raw_base64"]) == raw and full["raw_truncated"] is False
+    short = error_record("invalid_json", "", raw, kept=4096, line=3)
+    assert base64.b64decode(short["raw_base64"]) == raw[:4096]
+    assert (short["raw_bytes"], short["raw_truncated"], short["line"]) == (10240, True, 3)
+    # the first bytes of a record whose source did not hold it whole
+    cut = error_record("too_large", "", raw[:100], kept=4096, size=5 * 10**6)
+    assert base64.b64decode(cut["raw_base64"]) == raw[:100]
+    assert (cut["raw_bytes"], cut["raw_truncated"]) == (5 * 10**6, True)
+
+
 def test_embedding_dimensions_are_limited() -> None:
     """Hyperplanes cost 512 bytes per dimension: a 4 MiB record of a million zeros would
     make 512 MB of them."""

@@ -8,6 +8,7 @@ The 2,000-record stream (tests/data/stream-2k.jsonl.gz, the head of the dev stre
 
 from __future__ import annotations
 
+import gzip
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -16,12 +17,14 @@ from typing import Any
 import pytest
 from kafka import KafkaProducer
 
+from detector.cli import PRODUCE_MAX_BYTES
+
 from ..helpers import STREAM_2K, STREAM_2K_TRUTH, read_jsonl, verdict, write_jsonl
 from .admin import create_topics
 from .endpoints import BOOTSTRAP
 from .invariants import check_invariants
 from .processes import Names, Serve, logs, produce_file, run_detector
-from .readers import DecisionReader, without_notes
+from .readers import DecisionReader, TopicReader, without_notes
 
 PARTITIONS = 6
 CONSUMERS = 3
@@ -178,3 +181,23 @@ def test_one_consumer_on_one_partition_decides_exactly_like_detect(
     want = scores(reference, STREAM_2K_TRUTH, tmp_path, "detect")
     assert got == want
     assert server.stop() == 0, logs([server])
+
+
+def test_produce_leaves_out_a_line_too_long_to_send_and_says_so(
+    names: Names, tmp_path: Path
+) -> None:
+    """A line longer than a producer request is not read whole only to be refused (and to
+    stop the command): it is passed over, named on stderr, and every other line is sent."""
+    path = tmp_path / "in.jsonl.gz"
+    big = b'{"id": "big", "text": "' + b"x" * PRODUCE_MAX_BYTES + b'"}'
+    with gzip.open(path, "wb", compresslevel=1) as f:
+        f.write(b'{"id": "a", "text": "first"}\n' + big + b'\n{"id": "b", "text": "after"}\n')
+    done = run_detector(["produce", str(path), "--topic", names.input, "--partitions", "1"])
+    assert f"in.jsonl.gz line 2: {len(big)} bytes" in done.stderr
+    assert "2 records sent" in done.stderr and "1 lines too large, not sent" in done.stderr
+    reader = TopicReader(names.input)
+    try:
+        assert reader.until(lambda r: len(r.records) >= 2, timeout=30, idle=1.0)
+        assert [(r["id"], r["_key"]) for r in reader.records] == [("a", b"a"), ("b", b"b")]
+    finally:
+        reader.close()
