@@ -241,6 +241,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
+def _waiting_on_a_terminal(args: argparse.Namespace) -> None:
+    """A command reading stdin from a terminal would otherwise wait in silence, as if
+    hung: say what it waits for, and how to end it."""
+    if args.input == "-" and sys.stdin is not None and sys.stdin.isatty():
+        print(
+            f"neardup: reading records from stdin, one JSON object a line; end with Ctrl-D, "
+            f"or give a file: neardup {args.command} FILE",
+            file=sys.stderr,
+        )
+
+
 def _detect(args: argparse.Namespace) -> int:
     from .index.memory import MemoryIndex
     from .pipeline import Limits, Loop
@@ -252,6 +263,7 @@ def _detect(args: argparse.Namespace) -> int:
     detector = settings.detector(index)
     source = FileSource(args.input, args.batch_size, settings.max_bytes, LINE_RAW_KEPT)
     sink = JsonlSink(open_output(args.output, sys.stdout), open_output(args.errors, sys.stderr))
+    _waiting_on_a_terminal(args)
     progress = _progress(args, smoothing=0.1)
     loop = Loop(
         detector,
@@ -343,6 +355,7 @@ def _extract(args: argparse.Namespace) -> int:
     extractor = settings.extractor(MemoryIndex(settings.block_scheme()))
     wanted = set(args.id.split(",")) if args.id else None
     source = FileSource(args.input, args.batch_size, settings.max_bytes)
+    _waiting_on_a_terminal(args)
     try:
         for batch in source.batches():
             docs = []
@@ -507,6 +520,7 @@ def _produce(args: argparse.Namespace) -> int:
     _kafka_check(kafka)
     if args.partitions:
         ensure_topics(kafka, {args.input_topic: args.partitions})
+    _waiting_on_a_terminal(args)
     progress = _progress(args)
     sent = skipped = 0
 

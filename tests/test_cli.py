@@ -172,6 +172,35 @@ def test_stdin_input_and_stdout_output() -> None:
     error_lines = [json.loads(line) for line in stderr.splitlines() if line.startswith("{")]
     assert [(e["line"], e["reason"]) for e in error_lines] == [(3, "invalid_json")]
     assert "Traceback" not in stderr
+    assert "reading records from stdin" not in stderr, "a pipe needs no word of help"
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="a pseudo-terminal of Linux")
+def test_detect_on_a_terminal_says_it_reads_stdin_and_ends_on_ctrl_d() -> None:
+    """With no input named and stdin a terminal, detect used to wait in silence."""
+    import pty
+
+    terminal, its_end = pty.openpty()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NEARDUP_")}
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "detector", "detect", "--no-progress"],
+            stdin=its_end,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=ROOT,
+            env=env | {"PYTHONPATH": str(ROOT)},
+        )
+        os.close(its_end)
+        os.write(terminal, json.dumps({"id": "typed", "text": TEXT}).encode() + b"\n\x04")
+        out, err = proc.communicate(timeout=60)
+    finally:
+        os.close(terminal)
+    assert proc.returncode == 0, err.decode()
+    first = err.decode().splitlines()[0]
+    assert first.startswith("neardup: reading records from stdin") and "Ctrl-D" in first
+    assert "neardup detect FILE" in first
+    assert json.loads(out)["id"] == "typed"
 
 
 def test_gzip_on_stdin_with_worker_processes() -> None:
