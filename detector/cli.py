@@ -11,7 +11,7 @@ import math
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from . import __version__, options
 from .access import read_secret, redact_url
@@ -267,22 +267,35 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
+def _waiting_on_a_terminal(args: argparse.Namespace) -> None:
+    """A command reading stdin from a terminal would otherwise wait in silence, as if
+    hung: say what it waits for, and how to end it."""
+    if args.input == "-" and sys.stdin is not None and sys.stdin.isatty():
+        print(
+            f"neardup: reading records from stdin, one JSON object a line; end with Ctrl-D, "
+            f"or give a file: neardup {args.command} FILE",
+            file=sys.stderr,
+        )
+
+
 def _detect(args: argparse.Namespace) -> int:
     from .index.memory import MemoryIndex
     from .pipeline import Limits, Loop
+    from .records import LINE_RAW_KEPT
     from .stream.files import FileSource, JsonlSink, open_output
 
     settings = _settings(args)
     index = MemoryIndex(settings.block_scheme(), args.index, vectors=settings.vector_block_scheme())
     detector = settings.detector(index)
-    source = FileSource(args.input, args.batch_size)
+    source = FileSource(args.input, args.batch_size, settings.max_bytes, LINE_RAW_KEPT)
     sink = JsonlSink(open_output(args.output, sys.stdout), open_output(args.errors, sys.stderr))
+    _waiting_on_a_terminal(args)
     progress = _progress(args, smoothing=0.1)
     loop = Loop(
         detector,
         source,
         sink,
-        Limits(settings.max_bytes, settings.max_tokens),
+        Limits(settings.max_bytes, settings.max_tokens, LINE_RAW_KEPT),
         observers=[_Progress(progress)] if progress is not None else [],
         workers=args.workers,
         start_method="fork",  # detect runs no threads
@@ -294,10 +307,12 @@ def _detect(args: argparse.Namespace) -> int:
             progress.close()
         sink.close()
         source.close()
-    print(f"neardup: {counts.summary()}; {detector.engine.kernels.name} kernels", file=sys.stderr)
+    failed = "; every record was an error (exit status 1)" if counts.failed else ""
+    kernels = detector.engine.kernels.name
+    print(f"neardup: {counts.summary()}; {kernels} kernels{failed}", file=sys.stderr)
     if detector.vector_lookups:
         print(f"neardup: vectors: {_vector_summary(detector, index)}", file=sys.stderr)
-    return 0
+    return 1 if counts.failed else 0
 
 
 def _vector_summary(detector: Any, index: Any) -> str:
@@ -331,16 +346,20 @@ class _Progress:
 
 def _fit_idf(args: argparse.Namespace) -> int:
     from .features import IdfTable
-    from .records import parse_document
+    from .records import CUT, DEFAULT_MAX_BYTES, parse_document
     from .stream.files import input_label, open_input, read_lines
 
     def texts() -> Iterator[str]:
         with open_input(args.corpus) as stream:
-            for raw, _ in read_lines(stream, input_label(args.corpus)):
+            for raw, where in read_lines(stream, input_label(args.corpus), DEFAULT_MAX_BYTES):
+                if CUT in where:
+                    continue  # too large for detect, and only its first bytes were kept
                 try:
-                    yield parse_document(raw).text
+                    text = parse_document(raw).text
                 except DetectorError:
                     continue  # fitting weights tolerates the lines detect would reject
+                if text:  # a record with only an embedding has no words to count
+                    yield text
 
     table = IdfTable.fit(texts(), min_df=args.min_df)
     table.save(args.output)
@@ -355,17 +374,20 @@ def _fit_idf(args: argparse.Namespace) -> int:
 def _extract(args: argparse.Namespace) -> int:
     from .errors import BadRecord
     from .index.memory import MemoryIndex
-    from .records import parse_document
+    from .records import CUT, parse_document
     from .stream.files import FileSource
 
     settings = _settings(args)
     extractor = settings.extractor(MemoryIndex(settings.block_scheme()))
     wanted = set(args.id.split(",")) if args.id else None
-    source = FileSource(args.input, args.batch_size)
+    source = FileSource(args.input, args.batch_size, settings.max_bytes)
+    _waiting_on_a_terminal(args)
     try:
         for batch in source.batches():
             docs = []
-            for raw, _ in batch.records:
+            for raw, where in batch.records:
+                if CUT in where:
+                    continue  # too large: detect makes it an error record
                 try:
                     docs.append(parse_document(raw, settings.max_bytes))
                 except BadRecord:
@@ -580,6 +602,7 @@ def _serve_topics(args: argparse.Namespace, kafka: KafkaSettings, start: Startup
 
 
 def _produce(args: argparse.Namespace) -> int:
+    from .records import CUT
     from .stream.files import input_label, open_input, read_lines
     from .stream.kafka import BROKER_DEFAULT_MAX_MESSAGE, Producer, Topics
 
@@ -615,12 +638,17 @@ def _produce(args: argparse.Namespace) -> int:
 
     limit = start.wait(f"Kafka at {kafka.bootstrap_servers}", find_or_create)
     producer = Producer(kafka, topic, limit)
+    _waiting_on_a_terminal(args)
     progress = _progress(args)
     lines = 0
     try:
         with open_input(args.input) as stream:
-            for raw, where in read_lines(stream, input_label(args.input)):
-                producer.send(raw, where)
+            # a line longer than the topic takes is not read whole only to be refused
+            for raw, where in read_lines(stream, input_label(args.input), limit):
+                if CUT in where:
+                    producer.refuse(where, cast(int, where[CUT]))
+                else:
+                    producer.send(raw, where)
                 lines += 1
                 if progress is not None:
                     progress.update()
@@ -742,6 +770,7 @@ def _index_import(args: argparse.Namespace, client: Any) -> int:
     from .stream.files import input_label, open_input, read_lines
 
     stream = open_input(args.input)
+    # unbounded: an export's lines are the index's own records, none of which may be lost
     lines = read_lines(stream, input_label(args.input))
     try:
         first = next(lines, None)

@@ -299,7 +299,8 @@ class Extractor:
             return out
         pages: list[tuple[int, Page]] = []
         for i, doc in enumerate(docs):
-            if self.mode == "auto" and not is_html(doc.text, doc.meta):
+            # an empty text (a record with only an embedding) has no page to parse
+            if not doc.text or (self.mode == "auto" and not is_html(doc.text, doc.meta)):
                 continue
             page = parse(doc.text)
             if isinstance(page, str):

@@ -35,10 +35,12 @@ from .errors import BadRecord
 from .extract import Extractor
 from .extract import texts as texts_of
 from .records import (
+    CUT,
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_TOKENS,
     MAX_ID_CHARS,
     ORIGIN,
+    RAW_KEPT,
     VERSION_MARK,
     Decision,
     Document,
@@ -46,20 +48,23 @@ from .records import (
     Tombstone,
     error_record,
     parse_document,
+    too_large,
 )
 from .retry import LOOP, Retry
 from .stream import Batch, Headers, Sink, Source
-from .tokenize import count_tokens
+from .tokenize import count_tokens, has_tokens
 
 T = TypeVar("T")
 
 
 @dataclass(frozen=True)
 class Limits:
-    """What one record may weigh: larger ones are error records, not decisions."""
+    """What one record may weigh: larger ones are error records, not decisions; and how
+    much of a bad record's bytes its error record keeps (its sink's own measure)."""
 
     max_bytes: int = DEFAULT_MAX_BYTES
     max_tokens: int = DEFAULT_MAX_TOKENS
+    raw_kept: int = RAW_KEPT
 
 
 LIMITS = Limits()
@@ -100,9 +105,12 @@ def prepare(
                 dead = Tombstone(tombstone_id(where.get("key")), origin)
                 out.tombstones.append((len(parsed), dead, headers))
                 continue
+            size = where.get(CUT)
+            if size is not None:  # a line the source would not hold: too large for the limit
+                raise too_large(cast(int, size), limits.max_bytes)
             doc = parse_document(raw, limits.max_bytes)
         except BadRecord as bad:
-            _fail(out, bad, raw, where, headers)
+            _fail(out, bad, raw, where, headers, limits.raw_kept)
         else:
             doc.origin = origin
             parsed.append((doc, (raw, where), headers))
@@ -112,8 +120,9 @@ def prepare(
     for (doc, (raw, where), headers), text in zip(parsed, all_texts, strict=True):
         try:
             check_tokens(text, limits.max_tokens)
+            check_words(doc, text)
         except BadRecord as bad:
-            _fail(out, bad, raw, where, headers)
+            _fail(out, bad, raw, where, headers, limits.raw_kept)
         else:
             out.docs.append(doc)
             out.headers.append(headers)
@@ -124,15 +133,19 @@ def prepare(
     return out
 
 
-def _fail(out: Prepared, bad: BadRecord, raw: bytes, where: dict[str, object], h: Headers) -> None:
+def _fail(
+    out: Prepared, bad: BadRecord, raw: bytes, where: dict[str, object], h: Headers, kept: int
+) -> None:
     told = {k: v for k, v in where.items() if k not in NOT_TOLD}
-    out.errors.append(error_record(bad.reason, bad.detail, raw, **told))
+    size = cast(int | None, where.get(CUT))
+    out.errors.append(error_record(bad.reason, bad.detail, raw, kept=kept, size=size, **told))
     out.error_headers.append(h)
 
 
 # What a source tells of a record that is not for its dead letter's JSON: the headers go
-# with it as headers, the key and the tombstone mark are what made it one.
-NOT_TOLD = ("headers", "key", "tombstone")
+# with it as headers, the key and the tombstone mark are what made it one, and a cut
+# line's size is its `raw_bytes`.
+NOT_TOLD = ("headers", "key", "tombstone", CUT)
 
 
 def tombstone_id(key: object) -> str:
@@ -157,6 +170,19 @@ def check_tokens(normalized: str, max_tokens: int) -> None:
     """
     if len(normalized) > max_tokens and (count := count_tokens(normalized)) > max_tokens:
         raise BadRecord("too_many_tokens", f"{count} tokens, the limit is {max_tokens}")
+
+
+def check_words(doc: Document, normalized: str) -> None:
+    """BadRecord when a record without an embedding has no words to be decided on: its
+    fingerprint would be 0 and every later empty text (or a page of markup alone) its
+    exact copy, so it never enters the index."""
+    if doc.embedding is None and not has_tokens(normalized):
+        how = (
+            f"once its text is extracted ({doc.extraction})"
+            if doc.extraction
+            else "once normalized"
+        )
+        raise BadRecord("empty_text", f"no words {how}")
 
 
 @dataclass
@@ -185,6 +211,12 @@ class Counts:
             else:
                 self.duplicates += 1
                 self.exact += d.exact
+
+    @property
+    def failed(self) -> bool:
+        """Records came and not one could be decided: most likely the wrong file, or a
+        producer writing the wrong format, which a run's exit status should say."""
+        return self.records > 0 and self.errors == self.records
 
     def summary(self) -> str:
         rate = self.records / self.seconds if self.seconds else 0.0

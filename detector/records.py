@@ -22,8 +22,10 @@ DEFAULT_MAX_BYTES = 4 * 1024 * 1024
 # tens of milliseconds, while 4 MiB of one-letter words would make 2 million.
 DEFAULT_MAX_TOKENS = 200_000
 # An input's bytes and where they came from (Kafka: topic, partition, offset, key, headers;
-# a file: source, line). A Kafka tombstone is b"" with where["tombstone"] set.
+# a file: source, line). A Kafka tombstone is b"" with where["tombstone"] set; a line too
+# long to be held is its first bytes only, with where[CUT] set to its size.
 RawRecord = tuple[bytes, dict[str, object]]
+CUT = "cut"
 MAX_ID_CHARS = 512
 # The index names a document's later versions id + VERSION_MARK + revision, so an id may
 # not hold it (a NUL has no business in a URL or a key anyway).
@@ -36,7 +38,7 @@ MAX_EMBEDDING_DIM = 16_384
 @dataclass
 class Document:
     id: str
-    text: str
+    text: str  # "" for a record with only an embedding
     url: str | None = None
     embedding: np.ndarray | list[float] | None = None  # parsed: float64
     meta: dict[str, Any] | None = None
@@ -58,7 +60,7 @@ class Tombstone:
 def parse_document(raw: bytes, max_bytes: int = DEFAULT_MAX_BYTES) -> Document:
     """One input record (a JSONL line or a Kafka value) -> Document, or BadRecord."""
     if len(raw) > max_bytes:
-        raise BadRecord("too_large", f"{len(raw)} bytes, the limit is {max_bytes}")
+        raise too_large(len(raw), max_bytes)
     strict = True  # orjson refuses lone surrogate escapes: its strings are all characters
     try:
         body = orjson.loads(raw)
@@ -77,17 +79,19 @@ def parse_document(raw: bytes, max_bytes: int = DEFAULT_MAX_BYTES) -> Document:
         )
     if VERSION_MARK in doc_id:
         raise BadRecord("bad_id", "id must not contain a NUL character")
-    if text is None:
-        raise BadRecord("missing_text")
-    if not isinstance(text, str):
+    url, embedding, meta = body.get("url"), body.get("embedding"), body.get("meta")
+    if text is None and embedding is None:
+        raise BadRecord("missing_text", "a record needs a text, an embedding or both")
+    if text is not None and not isinstance(text, str):
         raise BadRecord("bad_text", f"text must be a string, got {type(text).__name__}")
+    # A record with only an embedding is decided on its vector, as one with both is.
+    text = text or ""
     if not strict:
         for name, value in (("id", doc_id), ("text", text)):
             try:
                 value.encode("utf-8")
             except UnicodeEncodeError:  # a JSON escape of a lone surrogate: not a character
                 raise BadRecord("invalid_unicode", f"{name} holds a lone surrogate") from None
-    url, embedding, meta = body.get("url"), body.get("embedding"), body.get("meta")
     if url is not None and not isinstance(url, str):
         raise BadRecord("bad_url", "url must be a string")
     if meta is not None and not isinstance(meta, dict):
@@ -95,6 +99,10 @@ def parse_document(raw: bytes, max_bytes: int = DEFAULT_MAX_BYTES) -> Document:
     if embedding is not None:
         embedding = _embedding(embedding)
     return Document(doc_id, text, url, embedding, meta, _version(body))
+
+
+def too_large(size: int, max_bytes: int) -> BadRecord:
+    return BadRecord("too_large", f"{size} bytes, the limit is {max_bytes}")
 
 
 def _standard_json(raw: bytes) -> Any:
@@ -270,18 +278,35 @@ class Decision:
         )
 
 
-RAW_KEPT = 256 * 1024  # base64 of this stays well under Kafka's default 1 MB message
+# What an error record keeps of a record's bytes. A dead letter on Kafka keeps much of
+# it, as the dead-letter topic is where a bad record is mended and sent again: base64 of
+# this stays well under Kafka's default 1 MB message.
+RAW_KEPT = 256 * 1024
+# An error line of `detect` keeps enough to recognize the record: its line number points
+# at the whole of it, and a 5 MB record would otherwise make a 7 MB line of stderr.
+LINE_RAW_KEPT = 4 * 1024
 
 
-def error_record(reason: str, detail: str, raw: bytes, **where: Any) -> dict[str, Any]:
+def error_record(
+    reason: str,
+    detail: str,
+    raw: bytes,
+    *,
+    kept: int = RAW_KEPT,
+    size: int | None = None,
+    **where: Any,
+) -> dict[str, Any]:
     """A bad input's report: where it came from, why, and its bytes (base64). A record
-    larger than RAW_KEPT keeps its first RAW_KEPT bytes (`raw_truncated`); the whole of it
-    stays at its source offset."""
+    larger than `kept` keeps its first `kept` bytes (`raw_truncated`); the whole of it
+    stays at its source offset or line. `size`: the record's size when `raw` is already
+    only its first bytes (a line too long to be read whole)."""
+    size = len(raw) if size is None else size
+    shown = raw[:kept]
     return {
         **where,
         "reason": reason,
         "detail": detail,
-        "raw_base64": base64.b64encode(raw[:RAW_KEPT]).decode("ascii"),
-        "raw_bytes": len(raw),
-        "raw_truncated": len(raw) > RAW_KEPT,
+        "raw_base64": base64.b64encode(shown).decode("ascii"),
+        "raw_bytes": size,
+        "raw_truncated": size > len(shown),
     }

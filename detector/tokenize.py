@@ -131,6 +131,17 @@ def count_tokens(text: str) -> int:
     return int(np.count_nonzero(word[1:] & ~word[:-1]) + np.count_nonzero(klass == NO_SPACE))
 
 
+def has_tokens(text: str) -> bool:
+    """Whether `tokenize` finds any token in a text: a word character or one of a no-space
+    script (a text's first character usually says so)."""
+    return _token_start().search(text) is not None
+
+
+@cache
+def _token_start() -> re.Pattern[str]:
+    return re.compile(rf"\w|{NO_SPACE_CHAR}")
+
+
 _SPAN_SEED, _SPAN_STEP = 0x9E3779B97F4A7C15, 0x632BE59BD9B4E019
 # Below this many tokens still being hashed, Python ints beat a numpy step per 8 bytes.
 _FEW = 32

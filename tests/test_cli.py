@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import base64
 import gzip
 import json
+import os
 import random
+import resource
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +18,7 @@ import pytest
 from detector.cli import main, parser
 from detector.features import IdfTable
 
-from .helpers import SAMPLE, read_jsonl, run_module, verdicts, write_jsonl
+from .helpers import ROOT, SAMPLE, read_jsonl, run_module, verdicts, write_jsonl
 
 
 def words_text(seed: int, n: int = 300) -> str:
@@ -167,6 +172,35 @@ def test_stdin_input_and_stdout_output() -> None:
     error_lines = [json.loads(line) for line in stderr.splitlines() if line.startswith("{")]
     assert [(e["line"], e["reason"]) for e in error_lines] == [(3, "invalid_json")]
     assert "Traceback" not in stderr
+    assert "reading records from stdin" not in stderr, "a pipe needs no word of help"
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="a pseudo-terminal of Linux")
+def test_detect_on_a_terminal_says_it_reads_stdin_and_ends_on_ctrl_d() -> None:
+    """With no input named and stdin a terminal, detect used to wait in silence."""
+    import pty
+
+    terminal, its_end = pty.openpty()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NEARDUP_")}
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "detector", "detect", "--no-progress"],
+            stdin=its_end,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=ROOT,
+            env=env | {"PYTHONPATH": str(ROOT)},
+        )
+        os.close(its_end)
+        os.write(terminal, json.dumps({"id": "typed", "text": TEXT}).encode() + b"\n\x04")
+        out, err = proc.communicate(timeout=60)
+    finally:
+        os.close(terminal)
+    assert proc.returncode == 0, err.decode()
+    first = err.decode().splitlines()[0]
+    assert first.startswith("neardup: reading records from stdin") and "Ctrl-D" in first
+    assert "neardup detect FILE" in first
+    assert json.loads(out)["id"] == "typed"
 
 
 def test_gzip_on_stdin_with_worker_processes() -> None:
@@ -304,6 +338,8 @@ def test_fit_idf_writes_a_table_that_detect_loads(tmp_path: Path) -> None:
         {"id": f"c{i}", "text": words_text(100 + i, 50) + " common words here"} for i in range(30)
     ]
     corpus.append(b"not json: skipped when fitting")
+    corpus.append({"id": "v", "embedding": [0.5, 1]})  # no text: no document of the corpus
+    corpus.append({"id": "big", "text": "common " * 700_000})  # too large for detect, too
     src = write_jsonl(tmp_path / "corpus.jsonl", corpus)
     table_path = tmp_path / "idf.json.gz"
     assert main(["fit-idf", str(src), "-o", str(table_path), "--min-df", "2"]) == 0
@@ -522,6 +558,129 @@ def test_detect_applies_the_token_limit(tmp_path: Path) -> None:
     assert code == 0
     assert [d["id"] for d in decisions] == ["short"]
     assert [e["reason"] for e in errors] == ["too_many_tokens"]
+
+
+# --- empty texts, and a run of nothing but errors -------------------------------------
+
+EMPTY_PAGE = (
+    "<!DOCTYPE html><html><head><style>p {}</style></head>"
+    "<body><div><p>&nbsp;</p><img src=a.png></div><script>go()</script></body></html>"
+)
+
+
+def test_a_text_without_words_is_an_error_never_an_exact_copy(tmp_path: Path) -> None:
+    """Fingerprint 0 for "" made every later empty text its exact copy: a record with no
+    words once normalized (a page: once its text is extracted) and no embedding is an
+    `empty_text` error, and never enters the index; one with an embedding is decided on
+    its vector as ever."""
+    records = [
+        {"id": "empty", "text": ""},
+        {"id": "blank", "text": "   <br> "},
+        {"id": "marks", "text": "!!!"},
+        {"id": "page", "text": EMPTY_PAGE},
+        {"id": "words", "text": TEXT},
+        {"id": "empty-again", "text": ""},
+        {"id": "vector", "text": "", "embedding": [0.5, 1.0]},
+    ]
+    code, decisions, errors = detect(tmp_path, records, "--batch-size", "3", "--workers", "0")
+    assert code == 0
+    assert [(d["id"], d["decision"]) for d in decisions] == [
+        ("words", "unique"),
+        ("vector", "unique"),
+    ]
+    assert [(e["line"], e["reason"], e["detail"]) for e in errors] == [
+        (1, "empty_text", "no words once normalized"),
+        (2, "empty_text", "no words once normalized"),
+        (3, "empty_text", "no words once normalized"),
+        (4, "empty_text", "no words once its text is extracted (body)"),
+        (6, "empty_text", "no words once normalized"),
+    ]
+
+
+def test_an_id_refetched_empty_keeps_its_indexed_version(tmp_path: Path) -> None:
+    """A re-fetch that lost its words is an error, not a revision: the index keeps the
+    version before it, so a later copy of that text is still its duplicate."""
+    records = [{"id": "a", "text": TEXT}, {"id": "a", "text": " "}, {"id": "b", "text": NEAR}]
+    code, decisions, errors = detect(tmp_path, records, "--batch-size", "1", "--workers", "0")
+    assert code == 0
+    assert [e["reason"] for e in errors] == ["empty_text"]
+    assert [(d["id"], d["duplicate_of"]) for d in decisions] == [("a", None), ("b", "a")]
+
+
+def test_a_run_of_nothing_but_errors_exits_1_and_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, decisions, errors = detect(tmp_path, [{"id": "e", "text": ""}, b"{not json"])
+    assert (code, decisions, len(errors)) == (1, [], 2)
+    assert capsys.readouterr().err.rstrip().endswith("every record was an error (exit status 1)")
+    # one decision is enough for a 0, and so is an input of no records at all
+    assert detect(tmp_path, [{"id": "e", "text": ""}, {"id": "w", "text": TEXT}])[0] == 0
+    assert detect(tmp_path, [b"", b"  "])[0] == 0
+    assert "every record" not in capsys.readouterr().err
+
+
+# --- records too large -----------------------------------------------------------------
+
+MiB = 1 << 20
+
+
+def test_an_error_line_keeps_the_first_4_kib_of_a_large_bad_record(tmp_path: Path) -> None:
+    """The line number points at the whole record; a 5 MB record made a 7 MB error line."""
+    big = b'{"id": "big", "text": "' + b"y" * (5 * MiB) + b'"}'  # over the limit: cut as read
+    bad = b"{" + b"not json " * 300_000  # under it, read whole
+    code, decisions, errors = detect(tmp_path, [big, bad, {"id": "ok", "text": TEXT}])
+    assert code == 0 and [d["id"] for d in decisions] == ["ok"]
+    assert [(e["line"], e["reason"]) for e in errors] == [(1, "too_large"), (2, "invalid_json")]
+    for error, raw in zip(errors, (big, bad), strict=True):
+        assert (error["raw_bytes"], error["raw_truncated"]) == (len(raw), True)
+        assert base64.b64decode(error["raw_base64"]) == raw[:4096]
+        assert len(json.dumps(error)) < 6000
+    assert errors[0]["detail"] == f"{len(big)} bytes, the limit is {4 * MiB}"
+
+
+MEMORY_LIMIT = 512 * MiB  # detect on a small input starts under 200 MiB of address space
+HUGE = 2048 * MiB
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="RLIMIT_AS is Linux's")
+def test_a_line_larger_than_memory_is_too_large_and_the_next_is_decided(tmp_path: Path) -> None:
+    """2 GiB of one line in a 9 MB gzip file, with 512 MiB of address space: detect read
+    the line whole and died of a MemoryError before deciding anything. It is read by
+    chunks and dropped, an error record at its true size, and the record after it is
+    decided."""
+    path = tmp_path / "huge.jsonl.gz"
+    head, tail = b'{"id": "huge", "text": "', b'"}\n'
+    with gzip.open(path, "wb", compresslevel=1) as f:
+        f.write(head)
+        chunk = b"x" * MiB
+        for _ in range(HUGE // MiB):
+            f.write(chunk)
+        f.write(tail + json.dumps({"id": "after", "text": TEXT}).encode() + b"\n")
+    out, errors = tmp_path / "out.jsonl", tmp_path / "errors.jsonl"
+
+    def limited() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NEARDUP_")}
+    # OpenBLAS reserves buffers per core as numpy loads: a machine's core count must not
+    # decide whether the interpreter starts under the limit
+    env |= {"PYTHONPATH": str(ROOT), "OPENBLAS_NUM_THREADS": "1"}
+    args = ["detect", str(path), "-o", str(out), "--errors", str(errors), "--no-progress"]
+    done = subprocess.run(
+        [sys.executable, "-m", "detector", *args],
+        env=env,
+        preexec_fn=limited,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    (error,) = read_jsonl(errors)
+    assert (error["line"], error["reason"]) == (1, "too_large")
+    assert error["raw_bytes"] == len(head) + HUGE + len(tail) - 1  # its newline is not its
+    assert error["raw_truncated"] is True
+    assert base64.b64decode(error["raw_base64"]) == (head + chunk)[:4096]
+    assert [(d["id"], d["decision"]) for d in read_jsonl(out)] == [("after", "unique")]
 
 
 # --- the config file and the environment: read in every form, checked -------------------

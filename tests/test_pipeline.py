@@ -3,6 +3,7 @@ stopping between batches, parsing and the limits; over the list source and sink,
 
 from __future__ import annotations
 
+import base64
 import json
 import random
 from collections.abc import Iterator, Sequence
@@ -15,7 +16,7 @@ from detector.errors import BackendUnavailable, Contention
 from detector.index import Commit, Committed, Found, Query
 from detector.index.memory import MemoryIndex
 from detector.pipeline import Limits, Loop, Prepared, prepare, run
-from detector.records import DEFAULT_MAX_TOKENS, Decision, Tombstone
+from detector.records import CUT, DEFAULT_MAX_TOKENS, Decision, Tombstone
 from detector.retry import CONFLICTS, ExponentialBackoff, Retry
 from detector.settings import EngineSettings
 from detector.stream import Batch, Headers
@@ -365,3 +366,26 @@ def test_the_token_limit_counts_the_normalized_text() -> None:
     out = prepare(detector.engine, [(raw, {})], Limits(max_tokens=599))
     assert [e["detail"] for e in out.errors] == ["600 tokens, the limit is 599"]
     assert len(prepare(detector.engine, [(raw, {})], Limits(max_tokens=600)).docs) == 1
+
+
+# --- records too large to be read whole --------------------------------------------------
+
+
+def test_a_line_cut_by_its_source_is_too_large_at_its_true_size() -> None:
+    """A file source gives a line over the limit as its first bytes and its size: its
+    error record says the size, keeps those bytes, and never parses them (this prefix is a
+    valid record of its own)."""
+    prefix = json.dumps({"id": "a", "text": "looks like a whole record"}).encode()
+    good = json.dumps({"id": "b", "text": words_text(4, 50)}).encode()
+    batch = [(prefix, {"source": "f", "line": 1, CUT: 10**9}), (good, {"source": "f", "line": 2})]
+    sink = ListSink()
+    counts = run(make_detector(), batch, sink, limits=Limits(max_bytes=1000, raw_kept=10))
+    (error,) = sink.errors
+    assert (error["reason"], error["detail"]) == (
+        "too_large",
+        "1000000000 bytes, the limit is 1000",
+    )
+    assert (error["raw_bytes"], error["raw_truncated"]) == (10**9, True)
+    assert base64.b64decode(error["raw_base64"]) == prefix[:10]
+    assert (error["source"], error["line"]) == ("f", 1) and CUT not in error
+    assert [d.id for d in sink.out] == ["b"] and counts.reasons == {"too_large": 1}

@@ -96,6 +96,44 @@ def test_bad_input_is_a_bad_record_with_its_reason(case: str) -> None:
     assert isinstance(info.value, DetectorError)
 
 
+def test_a_record_with_only_an_embedding_is_a_document_without_text() -> None:
+    """The README's "Dense embeddings": such a record is decided on its vector."""
+    for raw in (
+        b'{"id": "v", "embedding": [0.5, 1]}',
+        b'{"id": "v", "text": null, "embedding": [0.5, 1]}',
+    ):
+        doc = parse_document(raw)
+        assert doc.text == ""
+        assert doc.embedding is not None and doc.embedding.tolist() == [0.5, 1.0]
+
+
+@pytest.mark.parametrize(
+    ("embedding", "reason"),
+    [
+        (b"[0.5, NaN]", "embedding_nan"),
+        (b"[Infinity, 1]", "embedding_infinite"),
+        (b"[0, 0.0]", "embedding_zero"),
+        (b"[]", "bad_embedding"),
+        (b'["0.5"]', "bad_embedding"),
+    ],
+)
+def test_a_bad_embedding_without_a_text_is_refused_for_its_embedding(
+    embedding: bytes, reason: str
+) -> None:
+    """Not `missing_text`: the record has what it needs (a vector), only a bad one."""
+    with pytest.raises(BadRecord) as info:
+        parse_document(b'{"id": "v", "embedding": %s}' % embedding)
+    assert info.value.reason == reason
+
+
+def test_a_record_with_neither_text_nor_embedding_is_missing_its_text() -> None:
+    for raw in (b'{"id": "v"}', b'{"id": "v", "text": null, "embedding": null}'):
+        with pytest.raises(BadRecord) as info:
+            parse_document(raw)
+        assert info.value.reason == "missing_text"
+        assert "embedding" in info.value.detail
+
+
 def test_embedding_with_an_integer_too_large_for_a_float() -> None:
     """JSON integers are unbounded: 1 followed by 400 zeros is a valid JSON number that no
     float can hold. It is an infinite component, not an OverflowError that stops the run."""
@@ -303,6 +341,19 @@ def test_error_record_keeps_the_bytes_and_the_place() -> None:
     assert base64.b64decode(rec["raw_base64"]) == raw
     assert rec["raw_bytes"] == len(raw)
     json.dumps(rec)  # serializable as is
+
+
+def test_an_error_record_keeps_what_its_sink_keeps_and_says_the_true_size() -> None:
+    raw = bytes(range(256)) * 40
+    full = error_record("invalid_json", "", raw)  # a dead letter keeps 256 KiB
+    assert base64.b64decode(full["raw_base64"]) == raw and full["raw_truncated"] is False
+    short = error_record("invalid_json", "", raw, kept=4096, line=3)
+    assert base64.b64decode(short["raw_base64"]) == raw[:4096]
+    assert (short["raw_bytes"], short["raw_truncated"], short["line"]) == (10240, True, 3)
+    # the first bytes of a record whose source did not hold it whole
+    cut = error_record("too_large", "", raw[:100], kept=4096, size=5 * 10**6)
+    assert base64.b64decode(cut["raw_base64"]) == raw[:100]
+    assert (cut["raw_bytes"], cut["raw_truncated"]) == (5 * 10**6, True)
 
 
 def test_embedding_dimensions_are_limited() -> None:

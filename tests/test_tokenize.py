@@ -9,7 +9,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from detector.normalize import NO_SPACE_CHAR, normalize, tokens
-from detector.tokenize import TokenBatch, count_tokens, tokenize
+from detector.tokenize import TokenBatch, count_tokens, has_tokens, tokenize
 
 # Every code point except the surrogates (not text; JSON lone-surrogate escapes are a
 # records concern).
@@ -168,6 +168,14 @@ def test_empty_batch() -> None:
 @example(text="a" * 100 + " 中文 ภาษา e\u0301")
 def test_count_tokens_is_the_number_of_tokens(text: str) -> None:
     assert count_tokens(text) == len(tokenize([text]).key) == len(tokens(text))
+
+
+@given(text=texts)
+@example(text="")
+@example(text="!!! \u0e31 ...")  # a Thai vowel sign: no word character, yet a token
+@example(text="  <br> ")
+def test_has_tokens_says_whether_there_is_a_token(text: str) -> None:
+    assert has_tokens(text) == (count_tokens(text) > 0)
 
 
 @given(lengths=st.lists(st.integers(1, 700), min_size=1, max_size=60))

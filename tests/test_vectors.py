@@ -138,6 +138,38 @@ def test_mixed_streams_keep_their_spaces_apart() -> None:
         assert out["v2"].duplicate_of == "v1"
 
 
+def test_records_with_only_an_embedding_are_decided_on_their_vectors(tmp_path: Path) -> None:
+    """Through `neardup detect` on the memory index: an embedding without a text is
+    decided, a near copy of it (without a text too) is its duplicate, an exact copy of its
+    vector with a text is its exact copy, and a NaN embedding without a text is refused
+    for its NaN."""
+    rng = np.random.default_rng(8)
+    v = units(rng.standard_normal((1, 48)))[0]
+    lines = [
+        {"id": "a", "embedding": v.tolist()},
+        {"id": "b", "embedding": near(v, 0.99, rng).tolist()},
+        {"id": "c", "text": words_text(9), "embedding": v.tolist()},
+        {"id": "d", "embedding": units(rng.standard_normal((1, 48)))[0].tolist()},
+    ]
+    stream = tmp_path / "s.jsonl"
+    body = "".join(json.dumps(r) + "\n" for r in lines)
+    stream.write_text(body + '{"id": "nan", "embedding": [0.5, NaN]}\n{"id": "none"}\n')
+    out, errors = tmp_path / "d.jsonl", tmp_path / "e.jsonl"
+    args = ["detect", str(stream), "-o", str(out), "--errors", str(errors), "--no-progress"]
+    assert main(args) == 0
+    got = {d["id"]: d for d in map(json.loads, out.read_text().splitlines())}
+    assert list(got) == ["a", "b", "c", "d"]
+    assert (got["a"]["decision"], got["a"]["space"]) == ("unique", "v48")
+    assert got["b"]["duplicate_of"] == "a" and got["b"]["similarity"] == pytest.approx(0.99, 1e-2)
+    assert (got["c"]["duplicate_of"], got["c"]["exact"]) == ("a", True)
+    assert got["d"]["decision"] == "unique"
+    refused = [json.loads(e) for e in errors.read_text().splitlines()]
+    assert [(e["line"], e["reason"]) for e in refused] == [
+        (5, "embedding_nan"),
+        (6, "missing_text"),
+    ]
+
+
 # ------------------------------------------------------------------ the cosine pass
 
 

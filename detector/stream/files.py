@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from ..errors import ConfigError
-from ..records import Decision, RawRecord, Tombstone
+from ..records import CUT, DEFAULT_MAX_BYTES, LINE_RAW_KEPT, Decision, RawRecord, Tombstone
 from . import Batch, Headers, chunks
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -46,32 +46,74 @@ class _GzipLines(io.BufferedReader):
             self._under.close()
 
 
-def read_lines(stream: IO[bytes], source: str) -> Iterator[RawRecord]:
-    """Every non-blank line with its line number; the newline is not part of the record."""
+BOM = b"\xef\xbb\xbf"
+SKIP_CHUNK = 1 << 20  # what the rest of a line too long to hold is read by
+
+
+def read_lines(
+    stream: IO[bytes], source: str, max_bytes: int | None = None, keep: int = LINE_RAW_KEPT
+) -> Iterator[RawRecord]:
+    """Every non-blank line with its line number; the newline is not part of the record.
+
+    With `max_bytes`, no longer line is held in memory (one line of a small gzip file can
+    be gigabytes): it is read by chunks, and given as its first `keep` bytes with
+    where[CUT] set to its size, blank or not. Without it (the caller's own files, such as
+    an index export), lines are read whole."""
+    # "\r\n" fits as well: a line of max_bytes with its ending is read whole (and the
+    # first one with a byte-order mark)
+    bound = -1 if max_bytes is None else max_bytes + 2
+    limit = -1 if max_bytes is None else bound + len(BOM)
+    number = 0
     try:
-        for number, line in enumerate(stream, start=1):
-            record = line.rstrip(b"\r\n")
+        while line := stream.readline(limit):
+            number += 1
+            whole = len(line) != limit or line.endswith(b"\n")
             if number == 1:
-                record = record.removeprefix(b"\xef\xbb\xbf")  # a byte-order mark
-            if record.strip():
+                line, limit = line.removeprefix(BOM), bound
+            size = None
+            if not whole:
+                line, size = _cut(stream, line, keep)
+            record = line.rstrip(b"\r\n")
+            if size is not None:
+                yield record, {"source": source, "line": number, CUT: size}
+            elif record.strip():
                 yield record, {"source": source, "line": number}
     except (OSError, EOFError, gzip.BadGzipFile) as exc:
         raise ConfigError(f"cannot read {source}: {exc}") from exc
 
 
+def _cut(stream: IO[bytes], start: bytes, keep: int) -> tuple[bytes, int]:
+    """A line's first `keep` bytes and its size without its ending, the rest of it read
+    and dropped a chunk at a time."""
+    size, tail = len(start), start[-2:]
+    while not tail.endswith(b"\n") and (chunk := stream.readline(SKIP_CHUNK)):
+        size, tail = size + len(chunk), tail[-1:] + chunk  # "\r" may end the chunk before
+    return start[:keep], size - (len(tail) - len(tail.rstrip(b"\r\n")))
+
+
 class FileSource:
     """The lines of a JSONL file (gzip too) or of stdin ('-'), in batches. A file is read
-    once, so commit has nothing to remember."""
+    once, so commit has nothing to remember. A line over `max_bytes` (the loop's limit)
+    is cut to `keep` bytes as it is read (read_lines)."""
 
-    def __init__(self, path: str, batch_size: int) -> None:
+    def __init__(
+        self,
+        path: str,
+        batch_size: int,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        keep: int = LINE_RAW_KEPT,
+    ) -> None:
         self.label = input_label(path)
         self.stream = open_input(path)
         self.batch_size = batch_size
+        self.max_bytes = max_bytes
+        self.keep = keep
 
     rewinds = 0  # a file or a list never goes back
 
     def batches(self) -> Iterator[Batch]:
-        for part in chunks(read_lines(self.stream, self.label), self.batch_size):
+        lines = read_lines(self.stream, self.label, self.max_bytes, self.keep)
+        for part in chunks(lines, self.batch_size):
             yield Batch(part)
 
     def commit(self, position: object) -> None:

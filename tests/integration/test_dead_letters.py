@@ -127,6 +127,47 @@ def test_every_class_of_bad_record_is_dead_lettered_and_the_consumer_goes_on(
     assert server.stop() == 0, logs([server])
 
 
+def test_texts_without_words_are_dead_letters_never_duplicates(
+    names: Names,
+    serve: Callable[..., Serve],
+    decisions: DecisionReader,
+    dead_letters: TopicReader,
+) -> None:
+    """An empty text, markup alone or punctuation is an `empty_text` dead letter, the
+    second one as much as the first (it used to be the first's exact copy); an id
+    re-fetched without words keeps its indexed version, which a later copy duplicates; an
+    empty text with an embedding is decided on its vector."""
+    create_topics({names.input: 1})
+    server = serve()
+    text = good_records(1, "t")[0]["text"]
+    steps: list[dict[str, Any]] = [
+        {"id": "page", "text": text},
+        {"id": "empty-1", "text": ""},
+        {"id": "markup", "text": " <p> <br> </p> "},
+        {"id": "page", "text": "..."},  # the re-fetch lost its words
+        {"id": "empty-2", "text": ""},
+        {"id": "copy", "text": text},
+        {"id": "vector", "text": "", "embedding": [0.25, -1, 2]},
+    ]
+    with Producer() as producer:
+        for r in steps:
+            producer.send_record(names.input, r)
+        producer.flush()
+    assert not decisions.wait_for(["page", "copy", "vector"], timeout=60), logs([server])
+    assert dead_letters.until(lambda r: len(r.records) >= 4, timeout=30, idle=1.0)
+    letters = [(d["offset"], d["reason"], d["detail"]) for d in dead_letters.records]
+    words = "no words once normalized"
+    assert sorted(letters) == [(n, "empty_text", words) for n in (1, 2, 3, 4)], letters
+    got = decisions.by_id()
+    assert set(got) == {"page", "copy", "vector"}
+    assert len(got["page"]) == 1 and got["page"][0]["decision"] == "unique"
+    (copy,) = got["copy"]
+    assert (copy["duplicate_of"], copy["exact"]) == ("page", True)
+    assert "duplicate_of_revision" not in copy, "the version indexed first is still there"
+    assert got["vector"][0]["space"] == "v3"
+    assert server.stop() == 0, logs([server])
+
+
 BIG = 800_000  # under the broker's 1 MB message limit; its base64 is not
 
 

@@ -18,8 +18,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from detector.engine import Engine
+from detector.extract import Extractor
+from detector.index.memory import MemoryIndex
 from detector.pipeline import Limits, prepare
 from detector.records import DEFAULT_MAX_BYTES
+from detector.settings import EngineSettings
 
 from ..strategies import json_values, records
 from .admin import committed_offset, create_topics
@@ -61,20 +64,23 @@ class Stream:
 
     server: Serve
     engine: Engine
+    extractor: Extractor  # whether a page has words depends on the text extracted from it
     ids: set[str] = field(default_factory=set)  # every id sent to be decided
     examples: int = 0
 
     def accepted_id(self, raw: bytes) -> str | None:
         """The id serve must decide the record under, or None for a dead letter: what
         prepare() says with serve's defaults."""
-        got = prepare(self.engine, [(raw, {})], Limits(DEFAULT_MAX_BYTES))
+        got = prepare(self.engine, [(raw, {})], Limits(DEFAULT_MAX_BYTES), self.extractor)
         return got.docs[0].id if got.docs else None
 
 
 @pytest.fixture
 def stream(names: Names, serve: Callable[..., Serve]) -> Stream:
     create_topics({names.input: PARTITIONS})
-    return Stream(serve(), Engine())
+    settings = EngineSettings()
+    extractor = settings.extractor(MemoryIndex(settings.block_scheme()))
+    return Stream(serve(), settings.engine(), extractor)
 
 
 @settings(

@@ -256,9 +256,7 @@ def test_the_log_the_lag_and_where_a_new_group_starts(
             producer.send_record(names.input, {"id": f"old-{n}", "text": f"before the group {n}"})
         producer.flush()
     metrics = free_port()
-    server = serve(
-        ["--start-from", "latest", "--log-every", "1", "--metrics-port", str(metrics)]
-    )
+    server = serve(["--start-from", "latest", "--log-every", "1", "--metrics-port", str(metrics)])
     until(lambda: get(metrics, "/readyz")[0] == 200, 60, lambda: logs([server]))
     time.sleep(1)  # the positions are taken at the end of each partition
     fresh = [{"id": f"new-{n}", "text": f"after the group started, number {n}"} for n in range(6)]

@@ -4,6 +4,7 @@ the DESIGN invariants and the vector dead letters."""
 
 from __future__ import annotations
 
+import base64
 import json
 import zlib
 from collections.abc import Callable
@@ -20,7 +21,7 @@ from detector.index.redis import RedisIndex
 from detector.records import Document
 from detector.settings import EngineSettings
 
-from ..helpers import EMBED_SAMPLE, EMBED_SAMPLE_TRUTH, read_jsonl, write_jsonl
+from ..helpers import EMBED_SAMPLE, EMBED_SAMPLE_TRUTH, VERDICT, read_jsonl, write_jsonl
 from .admin import create_topics, drop_index, unique
 from .invariants import check_invariants
 from .processes import Names, Serve, logs, run_detector
@@ -109,6 +110,50 @@ BAD_VECTORS = {
     "inf": (b'{"id": "bad-inf", "text": "t", "embedding": [-Infinity, 1]}', "embedding_infinite"),
     "zero": (b'{"id": "bad-zero", "text": "t", "embedding": [0, 0, 0]}', "embedding_zero"),
 }
+
+
+def test_records_with_only_an_embedding_through_serve(
+    names: Names,
+    serve: Callable[..., Serve],
+    decisions: DecisionReader,
+    dead_letters: TopicReader,
+    rclient: redis.Redis,
+) -> None:
+    """A record with an embedding and no text is decided on its vector in Redis as in
+    `detect`: a near copy of it is its duplicate, one delivered again gets its decision
+    again, the index exports its vector; a NaN embedding without a text is an
+    `embedding_nan` dead letter (not `missing_text`), one with neither a `missing_text`."""
+    rng = np.random.default_rng(9)
+    v = rng.standard_normal(32)
+    w = v + 0.05 * rng.standard_normal(32)  # cosine about 0.999
+    records = [{"id": "only-v", "embedding": v.tolist()}, {"id": "near-v", "embedding": w.tolist()}]
+    create_topics({names.input: 1})
+    server = serve()
+    with Producer() as producer:
+        for r in records:
+            producer.send_record(names.input, r)
+        producer.send(names.input, b'{"id": "nan-v", "embedding": [0.5, NaN]}')
+        producer.send(names.input, b'{"id": "nothing"}')
+        producer.send_record(names.input, records[0])  # a redelivery
+        producer.flush()
+    assert not decisions.wait_for(["only-v", "near-v"], timeout=60), logs([server])
+    assert dead_letters.until(lambda r: len(r.records) >= 2, timeout=30, idle=1.0)
+    assert decisions.until(lambda r: len(r.records) >= 3, timeout=30, idle=1.0), logs([server])
+    first, again = decisions.by_id()["only-v"]
+    assert (first["decision"], first["space"]) == ("unique", "v32")
+    assert {k: again[k] for k in VERDICT} == {k: first[k] for k in VERDICT}
+    near = decisions.first()["near-v"]
+    assert (near["decision"], near["duplicate_of"]) == ("duplicate", "only-v")
+    assert near["similarity"] > 0.99 and not near["exact"]
+    refused = {json.loads(base64.b64decode(d["raw_base64"]))["id"]: d for d in dead_letters.records}
+    assert {i: d["reason"] for i, d in refused.items()} == {
+        "nan-v": "embedding_nan",
+        "nothing": "missing_text",
+    }
+    assert refused["nan-v"]["detail"] == "component 1 is NaN"
+    exported = {r["id"]: r for r in RedisIndex.open(rclient, names.index).documents()}
+    assert "vector" in exported["only-v"] and "text" not in exported["only-v"]
+    assert server.stop() == 0, logs([server])
 
 
 def test_vectors_through_two_serve_consumers(

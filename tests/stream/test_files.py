@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from detector.errors import ConfigError
-from detector.records import Decision
+from detector.records import CUT, Decision
 from detector.stream.files import JsonlSink, input_label, open_input, open_output, read_lines
 
 
@@ -24,6 +24,43 @@ def test_read_lines_skips_blank_lines_but_counts_them(tmp_path: Path) -> None:
         (b'{"b": 2}', {"source": "x.jsonl", "line": 5}),
         (b'{"c": 3}', {"source": "x.jsonl", "line": 6}),
     ]
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_a_line_over_the_limit_is_cut_as_it_is_read(tmp_path: Path, gz: bool) -> None:
+    """Its first `keep` bytes and its true size (without its ending), whatever ends it;
+    a line of exactly the limit is read whole, and every line after a cut one keeps its
+    number."""
+    body = (
+        b"\xef\xbb\xbf" + b"a" * 30 + b"\n"  # 1: a byte-order mark is not the record's
+        + b"b" * 20 + b"\r\n"  # 2: the limit exactly, with "\r\n"
+        + b"c" * 21 + b"\n"  # 3: one over, whole in the first read: parse_document's to refuse
+        + b"d" * 22 + b"\r\n"  # 4
+        + b" " * 50 + b"\n"  # 5: a long blank line is cut too, not passed over
+        + b'{"id": "e"}\n'  # 6
+        + b"f" * 21 + b"\r"  # 7: "\r" last in the first read, its "\n" in the next
+        + b"\n" + b"g" * 5000  # 8: the last line, no ending
+    )  # fmt: skip
+    path = tmp_path / "x.jsonl"
+    path.write_bytes(gzip.compress(body) if gz else body)
+    with open_input(str(path)) as stream:
+        lines = list(read_lines(stream, "x", max_bytes=20, keep=4))
+    cut = [(raw, w["line"], w.get(CUT)) for raw, w in lines]
+    assert cut == [
+        (b"aaaa", 1, 30),
+        (b"b" * 20, 2, None),
+        (b"c" * 21, 3, None),
+        (b"dddd", 4, 22),
+        (b"    ", 5, 50),
+        (b'{"id": "e"}', 6, None),
+        (b"ffff", 7, 21),
+        (b"gggg", 8, 5000),
+    ]
+    with open_input(str(path)) as stream:  # a first line of the limit, after its mark
+        (first, where), *_ = read_lines(stream, "x", max_bytes=30, keep=4)
+        assert (first, CUT in where) == (b"a" * 30, False)
+    with open_input(str(path)) as stream:  # unbounded: every line whole, blank ones skipped
+        assert [len(raw) for raw, _ in read_lines(stream, "x")] == [30, 20, 21, 22, 11, 21, 5000]
 
 
 @pytest.mark.parametrize("name", ["data.jsonl.gz", "data.jsonl", "data.bin"])

@@ -69,6 +69,10 @@ class Producer:
             lambda exc: self.refused.append(Refused(line, doc_id, self._reason(exc, size)))
         )
 
+    def refuse(self, where: dict[str, object], size: int) -> None:
+        """A line too long to be read whole: refused like any record over the limit."""
+        self.refused.append(Refused(where.get("line"), None, self._too_large(size)))
+
     def _acknowledged(self, _: object) -> None:
         self.sent += 1
 
