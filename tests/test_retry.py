@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
-from detector.errors import BackendUnavailable, ConfigError
-from detector.retry import ExponentialBackoff, Retry
+from detector.errors import BackendUnavailable, ConfigError, GaveUp
+from detector.retry import ExponentialBackoff, Retry, Startup
 
 
 def test_retry_retries_only_what_it_names_and_gives_up_after_its_attempts() -> None:
@@ -48,3 +50,35 @@ def test_backoff_is_jittered_and_capped() -> None:
     assert all(0 <= w <= 1.0 for w in draws)
     assert max(b.compute(0) for _ in range(200)) <= 0.1
     assert len({round(w, 6) for w in draws}) > 100  # not one value for all consumers
+
+
+def test_a_startup_gives_up_at_its_deadline_saying_what_it_waited_for(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Every wait of a start-up counts against one deadline: the second wait has only
+    what the first left of it; each retry says what it waits for, and the last error
+    names the option that bounds it (GaveUp: exit status 1, not a configuration error)."""
+    waited: list[str] = []
+    start = Startup(0.6, on_wait=waited.append)
+    tries: list[float] = []
+
+    def away() -> None:
+        tries.append(time.monotonic())
+        raise BackendUnavailable("connection refused")
+
+    started = time.monotonic()
+    with pytest.raises(
+        GaveUp, match=r"gave up waiting for Redis at x after \d+ s: connection"
+    ) as e:
+        start.wait("Redis at x", away)
+    assert "(--startup-timeout 0.6)" in str(e.value) and e.value.exit_status == 1
+    assert 0.55 < time.monotonic() - started < 2.0
+    assert len(tries) >= 2 and set(waited) == {"Redis at x"}
+    assert "waiting for Redis at x: connection refused; trying again in" in caplog.text
+
+    with pytest.raises(GaveUp):  # nothing is left of the deadline: one try, at once
+        start.wait("Kafka", away)
+    assert start.wait("Kafka", lambda: "up") == "up"  # a server that answers is not waited for
+
+    with pytest.raises(ConfigError):  # no wait cures a refusal
+        Startup(10).wait("Redis", lambda: (_ for _ in ()).throw(ConfigError("wrong password")))

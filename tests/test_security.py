@@ -22,7 +22,7 @@ from kafka.errors import (
 )
 from redis.exceptions import AuthenticationWrongNumberOfArgsError, NoPermissionError
 
-from detector.access import Secret, read_secret, redact_url
+from detector.access import Secret, kafka_addresses, read_secret, redact_url, resolve
 from detector.cli import _kafka_settings, _redis_settings, main, parser
 from detector.errors import ConfigError, cause
 from detector.index.redis.connect import RedisSettings, refusal
@@ -540,3 +540,19 @@ def test_serve_with_settings_that_cannot_work_exits_2_before_connecting(
     err = capsys.readouterr().err
     assert exit_.value.code == 2 and "--redis-url: must start with redis://" in err
     assert PASSWORD not in err
+
+
+def test_an_unknown_host_is_a_configuration_error_not_a_wait() -> None:
+    """A name no resolver knows (the .invalid domain never resolves) is a typo: retrying
+    cannot cure it. A literal address needs no resolver at all."""
+    with pytest.raises(ConfigError, match=r"Kafka at x: unknown host 'no-such-host\.invalid'"):
+        resolve("no-such-host.invalid", 9092, "Kafka at x")
+    resolve("127.0.0.1", 9092, "Kafka at 127.0.0.1:9092")
+    with pytest.raises(ConfigError, match="is not a host name"):
+        resolve("a" * 70 + ".example", 1, "Redis")
+
+
+def test_bootstrap_servers_become_addresses_with_kafkas_default_port() -> None:
+    assert kafka_addresses("a:1, [::1]:9093,b") == [("a", 1), ("::1", 9093), ("b", 9092)]
+    with pytest.raises(ConfigError, match="--bootstrap-servers 'a:99999'"):
+        kafka_addresses("a:99999")

@@ -5,6 +5,7 @@ apart until it commits. The real broker is tests/integration/test_exactly_once.p
 
 from __future__ import annotations
 
+import base64
 import json
 from collections import defaultdict
 from collections.abc import Iterator
@@ -398,3 +399,54 @@ def test_a_fence_ends_the_command_with_status_3(
     monkeypatch.setitem(cli.COMMANDS, "serve", fenced)
     assert cli.main(["serve"]) == 3
     assert "neardup: error: Kafka fenced transactional id 'x'" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------- records fitted to topics
+
+
+def test_a_dead_letter_that_fits_is_sent_as_it_is() -> None:
+    letter = {"reason": "invalid_json", "raw_base64": "QUJD", "offset": 3}
+    value, headers = kafka.sink.fit(letter, [("trace", b"t")], "dlq", 10_000)
+    assert json.loads(value) == letter and headers == [("trace", b"t")]
+
+
+@pytest.mark.parametrize("limit", [2_000, 5_000, 50_000])
+def test_a_dead_letter_too_large_loses_its_headers_then_its_longest_strings(limit: int) -> None:
+    raw = base64.b64encode(b"x" * 60_000).decode()
+    letter = {"reason": "invalid_json", "detail": "d", "raw_base64": raw, "raw_bytes": 60_000}
+    headers = [("big", b"h" * 3_000)]
+    value, kept = kafka.sink.fit(letter, headers, "dlq", limit)
+    fitted = json.loads(value)
+    assert kept is None and fitted["headers_dropped"] == 1
+    assert kafka.topics.record_size(None, value, None) <= limit
+    assert fitted["cut"] == ["raw_base64"] and fitted["raw_truncated"] is True
+    assert raw.startswith(fitted["raw_base64"]) and len(fitted["raw_base64"]) % 4 == 0
+    base64.b64decode(fitted["raw_base64"], validate=True)  # still base64
+    assert fitted["raw_bytes"] == 60_000  # the record's true size stays
+    assert letter["raw_base64"] == raw  # the caller's record is untouched
+
+
+def test_a_topic_too_small_for_any_dead_letter_is_a_configuration_error() -> None:
+    letter = {"reason": "invalid_json", "detail": "d" * 40, "raw_base64": "QUJD" * 1000}
+    with pytest.raises(ConfigError, match="topic 'dlq' takes records of at most 200 bytes"):
+        kafka.sink.fit(letter, None, "dlq", 200)
+
+
+def test_a_decision_its_topic_cannot_take_becomes_a_dead_letter_that_carries_it(
+    broker: Broker,
+) -> None:
+    """The output topic takes 1,000 bytes: a decision with a long url (copied from its
+    record) goes to the dead-letter topic, whole, and the others to the output."""
+    limits = kafka.TopicLimits(None, ())
+    limits.bytes = {"out": 1_000}
+    sink = KafkaSink(SETTINGS, "out", "dlq", limits)
+    small = Decision("small", None, 1)
+    long = Decision("long", None, 2, url="https://example.org/" + "a" * 2_000)
+    long.origin = {"topic": "in", "partition": 0, "offset": 7}
+    sink.decisions([small, long])
+    sink.flush()
+    assert broker.decided() == ["small"]
+    (letter,) = [json.loads(v) for v in broker.topics["dlq"]]
+    assert letter["reason"] == "decision_too_large" and letter["id"] == "long"
+    assert letter["offset"] == 7 and letter["decision"]["url"] == long.url
+    assert "topic 'out' takes at most 1,000" in letter["detail"]
