@@ -3,8 +3,8 @@
 DetectorError
  ├── ConfigError          bad options, files or settings: fix and rerun
  ├── BadRecord            one input record is unusable: dead-letter it, carry on
- ├── BackendUnavailable   Redis or Kafka did not answer: back off and retry
- │    ├── GaveUp          ... for longer than a start-up may wait (exit status 1)
+ ├── BackendUnavailable   Redis or Kafka did not answer: back off and retry (exit status 1)
+ │    ├── GaveUp          ... for longer than a start-up may wait
  │    └── (permanent failures such as wrong credentials are ConfigError)
  ├── Contention           another consumer committed a conflicting document first:
  │                        decide the rest of the batch again (not an outage)
@@ -45,13 +45,13 @@ class BadRecord(DetectorError):
 class BackendUnavailable(DetectorError):
     """A server the detector depends on is temporarily unreachable."""
 
+    exit_status = 1  # nothing to fix in the command: it may simply be run again
+
 
 class GaveUp(BackendUnavailable):
     """A server (or a topic) that did not come within the time a start-up may wait
     (--startup-timeout). Nothing is wrong with the command line: a supervisor may simply
     start the command again."""
-
-    exit_status = 1
 
 
 class Contention(DetectorError):

@@ -4,7 +4,9 @@
 #   2. ruff (lint and format) and mypy (strict), which need no server
 #   3. the local Kafka and Redis (ops/stack.sh up), stopped again on exit
 #   4. pytest: the unit and the integration tests
-# Extra arguments go to pytest, e.g. ops/test.sh -k blocks -x
+#   5. the README's first command and its Kafka walkthrough, as written, in a fresh clone
+#      (ops/walkthrough.sh), once the suite's stack is down: it starts its own
+# Extra arguments go to pytest, e.g. ops/test.sh -k blocks -x (and skip step 5)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -47,3 +49,10 @@ eval "$(bash ops/stack.sh env)"
 
 echo "[test] pytest" >&2
 "$VENV/bin/python" -m pytest "$@"
+
+if [[ $# -eq 0 ]]; then
+  bash ops/stack.sh down
+  trap - EXIT
+  echo "[test] the README's walkthrough" >&2
+  bash ops/walkthrough.sh
+fi
