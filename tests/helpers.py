@@ -248,3 +248,18 @@ def stream_from(texts: list[str], rng: random.Random, size: int) -> list[Documen
             again = docs[rng.randrange(len(docs))]
             docs.append(Document(again.id, again.text))
     return docs
+
+
+def health(port: int, path: str) -> tuple[int, dict[str, Any]]:
+    """(status, JSON body) of serve's /livez, /readyz or /healthz on localhost; (0, {})
+    while nothing answers there yet."""
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+    except (urllib.error.URLError, ConnectionError):
+        return 0, {}

@@ -4,15 +4,15 @@ localhost; no Kafka or Redis is needed to tell the states apart)."""
 
 from __future__ import annotations
 
-import json
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
 from detector.metrics import Health, serve_http
+
+from .helpers import health as get
 
 
 @pytest.fixture
@@ -22,14 +22,6 @@ def endpoint() -> Iterator[tuple[Health, int]]:
     yield health, server.server_address[1]
     server.shutdown()
     server.server_close()
-
-
-def get(port: int, path: str) -> tuple[int, dict[str, Any]]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as r:
-            return r.status, json.loads(r.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read())
 
 
 def statuses(port: int) -> tuple[int, int, int]:

@@ -29,9 +29,9 @@ def child_env() -> dict[str, str]:
     return env
 
 
-def run_detector(args: Sequence[str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    """`python -m detector ARGS`, checked."""
-    done = subprocess.run(
+def neardup(args: Sequence[str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """`python -m detector ARGS` run to its end, whatever its exit status."""
+    return subprocess.run(
         [sys.executable, "-m", "detector", *args],
         cwd=ROOT,
         env=child_env(),
@@ -39,6 +39,11 @@ def run_detector(args: Sequence[str], timeout: float = 120) -> subprocess.Comple
         text=True,
         timeout=timeout,
     )
+
+
+def run_detector(args: Sequence[str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """`python -m detector ARGS`, checked."""
+    done = neardup(args, timeout)
     assert done.returncode == 0, f"neardup {' '.join(args)} failed:\n{done.stderr[-3000:]}"
     return done
 
@@ -101,6 +106,27 @@ class Names:
         return [self.input, self.output, self.dead_letter]
 
 
+def serve_args(names: Names, *extra: str) -> list[str]:
+    """`serve` on a test's own topics, group and index, with no metrics port; `extra`
+    comes last, so it may override any of them."""
+    return [
+        "serve",
+        "--input-topic",
+        names.input,
+        "--output-topic",
+        names.output,
+        "--dead-letter-topic",
+        names.dead_letter,
+        "--group",
+        names.group,
+        "--index",
+        names.index,
+        "--metrics-port",
+        "0",
+        *extra,
+    ]
+
+
 class Serve:
     """One `neardup serve` child process; its log goes to a file. `env` adds to (or
     overrides) child_env(): how secrets reach it, as they never go on a command line."""
@@ -119,22 +145,7 @@ class Serve:
             sys.executable,
             "-m",
             "detector",
-            "serve",
-            "--input-topic",
-            names.input,
-            "--output-topic",
-            names.output,
-            "--dead-letter-topic",
-            names.dead_letter,
-            "--group",
-            names.group,
-            "--index",
-            names.index,
-            "--metrics-port",
-            "0",
-            "--batch-size",
-            "64",
-            *extra,
+            *serve_args(names, "--batch-size", "64", *extra),
         ]
         self.proc: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None

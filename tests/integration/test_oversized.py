@@ -9,27 +9,18 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from ..helpers import ROOT
 from .admin import committed_offset, create_topics
-from .processes import Names, Serve, child_env, logs
+from .processes import Names, Serve, logs, neardup
 from .readers import DecisionReader, Producer, TopicReader
 
 DEFAULT_LIMIT = 1_048_588  # the broker's default max.message.bytes
 
 
 def produce(path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "detector", "produce", str(path), *args],
-        cwd=ROOT,
-        env=child_env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return neardup(["produce", str(path), *args])
 
 
 def write(path: Path, records: list[dict[str, str]]) -> Path:

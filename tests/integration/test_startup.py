@@ -6,20 +6,18 @@ per partition, and where a new group starts (--start-from)."""
 
 from __future__ import annotations
 
-import json
 import socket
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
 from typing import Any
 
-from ..helpers import ROOT
+from ..helpers import health as get
 from .admin import admin, create_topics, delete_topics
 from .endpoints import BOOTSTRAP, CALLER_ENV
-from .processes import Names, Serve, child_env, logs
+from .processes import Names, Serve, logs, neardup, serve_args
 from .readers import DecisionReader, Producer
 
 CONTROLLER_PORT = CALLER_ENV.get("NEARDUP_STACK_KAFKA_CONTROLLER_PORT", "9093")
@@ -33,33 +31,10 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def neardup(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    """`python -m detector ARGS` run to its end, whatever its status."""
-    return subprocess.run(
-        [sys.executable, "-m", "detector", *args],
-        cwd=ROOT,
-        env=child_env(),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-
-
 def timed(*args: str, timeout: float = 60) -> tuple[subprocess.CompletedProcess[str], float]:
     started = time.monotonic()
-    done = neardup(*args, timeout=timeout)
+    done = neardup(args, timeout=timeout)
     return done, time.monotonic() - started
-
-
-def get(port: int, path: str) -> tuple[int, dict[str, Any]]:
-    """(status, JSON body) of a health endpoint; (0, {}) when nothing answers yet."""
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as r:
-            return r.status, json.loads(r.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read())
-    except (urllib.error.URLError, ConnectionError):
-        return 0, {}
 
 
 def until(check: Callable[[], bool], timeout: float, what: Callable[[], str]) -> None:
@@ -67,25 +42,6 @@ def until(check: Callable[[], bool], timeout: float, what: Callable[[], str]) ->
     while not check():
         assert time.monotonic() < deadline, what()
         time.sleep(0.2)
-
-
-def serve_args(names: Names, *extra: str) -> list[str]:
-    return [
-        "serve",
-        "--input-topic",
-        names.input,
-        "--output-topic",
-        names.output,
-        "--dead-letter-topic",
-        names.dead_letter,
-        "--group",
-        names.group,
-        "--index",
-        names.index,
-        "--metrics-port",
-        "0",
-        *extra,
-    ]
 
 
 # ----------------------------------------------------------------- what fails at once
@@ -182,7 +138,7 @@ def test_health_says_not_ready_until_the_consumer_has_its_partitions(
 def test_a_mistyped_input_topic_is_waited_for_never_created(names: Names) -> None:
     create_topics({names.input: 1})
     typo = names.input[:-1] + ("x" if names.input[-1] != "x" else "y")
-    done = neardup(*serve_args(names, "--input-topic", typo, "--startup-timeout", "3"))
+    done = neardup(serve_args(names, "--input-topic", typo, "--startup-timeout", "3"))
     assert done.returncode == 1, done.stderr[-2000:]
     assert f"the input topic {typo!r} does not exist (did you mean {names.input!r}?)" in (
         done.stderr
@@ -203,7 +159,7 @@ def test_the_input_topic_may_come_later_and_outputs_are_made_with_its_partitions
     have the broker create it, with one partition.)"""
     delete_topics([names.output, names.dead_letter])
     until(lambda: not {names.output, names.dead_letter} & set(_topics()), 30, str)
-    done = neardup(*serve_args(names, "--no-create-topics", "--startup-timeout", "2"))
+    done = neardup(serve_args(names, "--no-create-topics", "--startup-timeout", "2"))
     assert done.returncode == 1, done.stderr[-2000:]  # waited for the input topic in vain
 
     server = serve(["--startup-timeout", "60"])
@@ -226,7 +182,7 @@ def test_the_input_topic_may_come_later_and_outputs_are_made_with_its_partitions
 
     delete_topics([names.dead_letter])
     until(lambda: names.dead_letter not in _topics(), 30, str)
-    done = neardup(*serve_args(names, "--no-create-topics"))
+    done = neardup(serve_args(names, "--no-create-topics"))
     assert done.returncode == 2, done.stderr[-2000:]
     assert f"the dead-letter topic {names.dead_letter!r} does not exist" in done.stderr
 
