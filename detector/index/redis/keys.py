@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -93,7 +94,10 @@ class Layout:
         self.log = self.prefix + "log"
         self.logbase = self.prefix + "logbase"
         self.epochs = self.prefix + "epochs"
-        self.patterns = (f"{self.prefix}*", f"nd:{{{namespace}/*")  # every key, for SCAN
+        # for SCAN: a name may hold glob characters (*?[]\), to be matched as themselves
+        glob = re.sub(r"([*?\[\]\\])", r"\\\1", namespace)
+        self.glob_prefix = f"nd:{{{glob}}}:"  # the coordinator's, as a pattern
+        self.patterns = (f"{self.glob_prefix}*", f"nd:{{{glob}/*")  # every key
 
     def ids(self, j: int) -> str:
         """The id map of the numbers j * IDS_PER_HASH .. (j + 1) * IDS_PER_HASH - 1."""

@@ -161,7 +161,7 @@ class Maintenance:
                         record["text"] = texts[name]
                 yield record
         batch: list[bytes] = []
-        for key in self.client.scan_iter(match=self.layout.decision("*"), count=1000):
+        for key in self.client.scan_iter(match=self.layout.glob_prefix + "dec:*", count=1000):
             batch.append(key)
             if len(batch) == 1000:
                 yield from self._unindexed(batch)
