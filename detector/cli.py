@@ -544,7 +544,7 @@ def _index(args: argparse.Namespace) -> int:
             return _index_import(args, client)
         index = RedisIndex.open(client, args.index)
         if args.action == "stats":
-            print(json.dumps({"index": args.index, **index.meta(), **index.stats()}))
+            _index_stats(args, index)
         elif args.action == "export":
             _index_export(args, index)
         elif args.action == "delete":
@@ -560,6 +560,18 @@ def _index(args: argparse.Namespace) -> int:
             removed = index.sweep()
             print(f"neardup: swept {removed} expired entries", file=sys.stderr)
     return 0
+
+
+def _index_stats(args: argparse.Namespace, index: Any) -> None:
+    stats = {"index": args.index, **index.meta(), **index.stats()}
+    exact = args.memory == "exact"
+    progress = _progress(args, unit=" keys") if exact else None
+    try:
+        memory = index.memory(exact, progress.update if progress is not None else None)
+    finally:
+        if progress is not None:
+            progress.close()
+    print(json.dumps({**stats, "memory": memory.to_dict()}))
 
 
 EXPORT_FORMAT = 1
@@ -622,14 +634,14 @@ def _index_import(args: argparse.Namespace, client: Any) -> int:
     return 0
 
 
-def _progress(args: argparse.Namespace, smoothing: float = 0.3) -> Any:
-    """A progress bar of records on stderr, or None: --progress/--no-progress, else when
-    stderr is a terminal."""
+def _progress(args: argparse.Namespace, smoothing: float = 0.3, unit: str = " records") -> Any:
+    """A progress bar on stderr, or None: --progress/--no-progress, else when stderr is a
+    terminal."""
     if not (sys.stderr.isatty() if args.progress is None else args.progress):
         return None
     from tqdm import tqdm
 
-    return tqdm(unit=" records", file=sys.stderr, smoothing=smoothing)
+    return tqdm(unit=unit, file=sys.stderr, smoothing=smoothing)
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
