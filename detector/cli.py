@@ -554,8 +554,7 @@ def _index(args: argparse.Namespace) -> int:
                     ids += [line.strip() for line in f if line.strip()]
             if not ids:
                 raise ConfigError("index delete: give ids, or --ids-file")
-            gone = index.delete(ids)
-            print(f"neardup: deleted {len(gone)} of {len(set(ids))} ids", file=sys.stderr)
+            print(f"neardup: {delete_summary(ids, index.delete(ids))}", file=sys.stderr)
         else:
             removed = index.sweep()
             print(f"neardup: swept {removed} expired entries", file=sys.stderr)
@@ -572,6 +571,24 @@ def _index_stats(args: argparse.Namespace, index: Any) -> None:
         if progress is not None:
             progress.close()
     print(json.dumps({**stats, "memory": memory.to_dict()}))
+
+
+NOT_FOUND_LISTED = 10  # ids not found that `index delete` names; beyond, the first ones
+
+
+def delete_summary(ids: Sequence[str], gone: Sequence[str]) -> str:
+    """What `index delete` did: how many of the ids it deleted, and which it did not
+    find (JSON strings, so that any id reads unambiguously)."""
+    asked = list(dict.fromkeys(ids))
+    found = set(gone)
+    missing = [i for i in asked if i not in found]
+    out = f"deleted {len(gone)} of {len(asked)} ids"
+    if not missing:
+        return out
+    shown = ", ".join(json.dumps(i, ensure_ascii=False) for i in missing[:NOT_FOUND_LISTED])
+    if len(missing) <= NOT_FOUND_LISTED:
+        return f"{out}; not found: {shown}"
+    return f"{out}; {len(missing)} not found, the first {NOT_FOUND_LISTED}: {shown}"
 
 
 EXPORT_FORMAT = 1

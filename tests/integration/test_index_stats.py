@@ -117,7 +117,7 @@ def test_a_delete_lowers_documents_and_memory_not_committed(backend: Any, names:
         gone = [e.id for e in docs[:100]]
         done = cli(backend, "index", "delete", "--index", index.namespace, *gone, "nope", 'a "b"')
         assert done.returncode == 0
-        assert "deleted 100 of 102 ids" in done.stderr
+        assert 'deleted 100 of 102 ids; not found: "nope", "a \\"b\\""' in done.stderr
         assert assert_exact(index) == {
             **dict.fromkeys(COUNTS, 0),
             "documents": 200,
@@ -132,6 +132,18 @@ def test_a_delete_lowers_documents_and_memory_not_committed(backend: Any, names:
         assert (out["documents"], out["committed"], out["deleted"]) == (200, 300, 100)
     finally:
         backend.delete(stray)
+
+
+def test_delete_names_the_first_ids_it_did_not_find_when_many(
+    backend: Any, names: list[str]
+) -> None:
+    index = new_index(backend, names)
+    add(index, entries("k", 3, seed=13))
+    missing = [f"m{i:02d}" for i in range(25)]
+    done = cli(backend, "index", "delete", "--index", index.namespace, "k0001", *missing)
+    first = ", ".join(f'"{m}"' for m in missing[:10])
+    assert f"deleted 1 of 26 ids; 25 not found, the first 10: {first}" in done.stderr
+    assert counts(index)["documents"] == 2
 
 
 # ------------------------------------------------------------ the counts under writers
