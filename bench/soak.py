@@ -221,7 +221,7 @@ def main() -> int:
                 "p50": float(np.percentile(ms, 50)),
                 "p99": float(np.percentile(ms, 99)),
                 "max": float(ms.max()),
-                "redis_mb": stats["used_memory"] / 2**20,
+                "redis_mb": stats["server_used_memory"] / 2**20,
                 "indexed": stats["documents"],
                 "rss_mb": rss_mb([proc.pid for proc in run.procs]),
             }

@@ -34,7 +34,7 @@ import redis
 from kafka import KafkaConsumer, KafkaProducer
 
 from .blocks import BlockScheme
-from .index.redis import IDS_PER_HASH, Batch, RedisIndex
+from .index.redis import IDS_PER_HASH, RedisIndex
 from .stream.files import input_label, open_input, read_lines
 from .stream.kafka import ensure_topics, remove
 
@@ -217,17 +217,7 @@ def _spread(ms: Any) -> dict[str, float]:
 def key_families(index: RedisIndex) -> dict[str, int]:
     """Bytes of every key of an index (on every node of a cluster), by the family after
     the hash tag: b, dg, tx (shards); id, dec, log, ... (coordinator)."""
-    sizes: dict[str, int] = {}
-    keys = list(index.keys())
-    for at in range(0, len(keys), 5000):
-        chunk = keys[at : at + 5000]
-        batch = Batch(index.client)
-        for key in chunk:
-            batch.add(key, "MEMORY", "USAGE", key, "SAMPLES", "0")
-        for key, size in zip(chunk, batch.execute(), strict=True):
-            family = key.decode().split("}:", 1)[1].split(":")[0]
-            sizes[family] = sizes.get(family, 0) + int(size or 0)
-    return sizes
+    return {f: round(size) for f, size in index.memory(exact=True).bytes.items()}
 
 
 def corpus_memory(args: Any, records: list[tuple[str, bytes]]) -> dict[str, Any]:

@@ -722,7 +722,7 @@ def _index(args: argparse.Namespace) -> int:
             return _index_import(args, client)
         index = RedisIndex.open(client, args.index)
         if args.action == "stats":
-            print(json.dumps({"index": args.index, **index.meta(), **index.stats()}))
+            _index_stats(args, index)
         elif args.action == "export":
             _index_export(args, index)
         elif args.action == "delete":
@@ -732,12 +732,41 @@ def _index(args: argparse.Namespace) -> int:
                     ids += [line.strip() for line in f if line.strip()]
             if not ids:
                 raise ConfigError("index delete: give ids, or --ids-file")
-            gone = index.delete(ids)
-            print(f"neardup: deleted {len(gone)} of {len(set(ids))} ids", file=sys.stderr)
+            print(f"neardup: {delete_summary(ids, index.delete(ids))}", file=sys.stderr)
         else:
             removed = index.sweep()
             print(f"neardup: swept {removed} expired entries", file=sys.stderr)
     return 0
+
+
+def _index_stats(args: argparse.Namespace, index: Any) -> None:
+    stats = {"index": args.index, **index.meta(), **index.stats()}
+    exact = args.memory == "exact"
+    progress = _progress(args, unit=" keys") if exact else None
+    try:
+        memory = index.memory(exact, progress.update if progress is not None else None)
+    finally:
+        if progress is not None:
+            progress.close()
+    print(json.dumps({**stats, "memory": memory.to_dict()}))
+
+
+NOT_FOUND_LISTED = 10  # ids not found that `index delete` names; beyond, the first ones
+
+
+def delete_summary(ids: Sequence[str], gone: Sequence[str]) -> str:
+    """What `index delete` did: how many of the ids it deleted, and which it did not
+    find (JSON strings, so that any id reads unambiguously)."""
+    asked = list(dict.fromkeys(ids))
+    found = set(gone)
+    missing = [i for i in asked if i not in found]
+    out = f"deleted {len(gone)} of {len(asked)} ids"
+    if not missing:
+        return out
+    shown = ", ".join(json.dumps(i, ensure_ascii=False) for i in missing[:NOT_FOUND_LISTED])
+    if len(missing) <= NOT_FOUND_LISTED:
+        return f"{out}; not found: {shown}"
+    return f"{out}; {len(missing)} not found, the first {NOT_FOUND_LISTED}: {shown}"
 
 
 EXPORT_FORMAT = 1
@@ -801,14 +830,14 @@ def _index_import(args: argparse.Namespace, client: Any) -> int:
     return 0
 
 
-def _progress(args: argparse.Namespace, smoothing: float = 0.3) -> Any:
-    """A progress bar of records on stderr, or None: --progress/--no-progress, else when
-    stderr is a terminal."""
+def _progress(args: argparse.Namespace, smoothing: float = 0.3, unit: str = " records") -> Any:
+    """A progress bar on stderr, or None: --progress/--no-progress, else when stderr is a
+    terminal."""
     if not (sys.stderr.isatty() if args.progress is None else args.progress):
         return None
     from tqdm import tqdm
 
-    return tqdm(unit=" records", file=sys.stderr, smoothing=smoothing)
+    return tqdm(unit=unit, file=sys.stderr, smoothing=smoothing)
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {

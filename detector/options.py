@@ -658,7 +658,17 @@ OWN: tuple[Option, ...] = (
         ("detect",),
         check=at_least(0),
     ),
-    _cli("progress", "bool", None, PROGRESS, "detect", "produce", "index export", "index import"),
+    _cli(
+        "progress",
+        "bool",
+        None,
+        PROGRESS,
+        "detect",
+        "produce",
+        "index export",
+        "index import",
+        "index stats",
+    ),
     # fit-idf
     _cli(
         "corpus",
@@ -1008,6 +1018,16 @@ OWN: tuple[Option, ...] = (
         "index import",
         positional=True,
     ),
+    _cli(
+        "memory",
+        "choice",
+        "sample",
+        "the index's memory: sample estimates it from a bounded random sample of each "
+        "primary's keys; exact weighs every key, a SCAN of the whole server (minutes on a "
+        "large index)",
+        "index stats",
+        choices=("sample", "exact"),
+    ),
     _cli("ids", "str", None, "ids to delete", "index delete", positional=True, nargs="*"),
     _cli("ids-file", "str", None, "a file of ids to delete, one a line", "index delete"),
     Option(
@@ -1086,7 +1106,7 @@ COMMANDS: tuple[Command, ...] = (
         "writes such a file into a new index (on the same or another Redis, or a Redis "
         "Cluster), numbering the documents again in their order.",
     ),
-    Command("index stats", "documents and memory of the index, as JSON"),
+    Command("index stats", "documents and memory of the index now, as JSON"),
     Command("index export", "write the index as JSONL (a backup, or to move it)"),
     Command("index import", "read an export into a new, empty index"),
     Command("index delete", "forget documents by id: no longer candidates, memory given back"),

@@ -194,6 +194,13 @@ def machine(make: Callable[[bool], tuple[Detector, Index]]) -> type[RuleBasedSta
                 drop()
 
         @invariant()
+        def documents_are_the_versions_indexed(self) -> None:
+            """The index's count of its documents follows revisions, kept versions and
+            deletes (on Redis, a counter the scripts keep)."""
+            if self.detector is not None:
+                assert self.index.stats()["documents"] == len(self.model.live)
+
+        @invariant()
         def decisions_are_the_stored_ones(self) -> None:
             if self.detector is None:
                 return

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from detector.cli import main, parser
+from detector.cli import delete_summary, main, parser
 from detector.features import IdfTable
 
 from .helpers import ROOT, SAMPLE, read_jsonl, run_module, verdicts, write_jsonl
@@ -532,6 +532,18 @@ def test_a_malformed_boolean_is_a_clean_error(
     monkeypatch.setenv("NEARDUP_REDIS_CLUSTER", "maybe")
     assert main(["serve"]) == 2
     assert "maybe" in capsys.readouterr().err
+
+
+def test_delete_names_the_ids_it_did_not_find() -> None:
+    assert delete_summary(["a", "b", "a"], ["a", "b"]) == "deleted 2 of 2 ids"
+    assert delete_summary(["a", 'x "y"', "z\n"], ["a"]) == (
+        'deleted 1 of 3 ids; not found: "x \\"y\\"", "z\\n"'
+    )
+    many = [f"m{i}" for i in range(1_500)]
+    assert delete_summary(["a", *many], ["a"]) == (
+        "deleted 1 of 1501 ids; 1500 not found, the first 10: "
+        + ", ".join(f'"m{i}"' for i in range(10))
+    )
 
 
 def test_index_actions_take_the_redis_options_and_limits_are_options(

@@ -220,6 +220,8 @@ OLD_OPTIONS: list[tuple[str, tuple[str, ...], Any, str, Any, Any]] = [
     ("index stats", ("--redis-ca-file",), None, "str", None, None),
     ("index stats", ("--redis-cert-file",), None, "str", None, None),
     ("index stats", ("--redis-key-file",), None, "str", None, None),
+    ("index stats", ("--progress", "--no-progress"), None, "bool", 0, None),
+    ("index stats", ("--memory",), "sample", "str", None, ("sample", "exact")),
     ("index export", ("-o", "--output"), None, "str", None, None),
     ("index export", ("--index",), "default", "str", None, None),
     ("index export", ("--redis-url",), "redis://127.0.0.1:6379/0", "str", None, None),
@@ -343,6 +345,7 @@ def test_per_invocation_options_are_command_line_only() -> None:
         *("partitions", "from_beginning", "read_committed", "idle", "consumers"),
         *("latency_seconds", "latency_rate", "memory_docs", "min_df", "threshold", "report"),
         *("json", "ids_file", "id", "measure", "order", "k", "dead_letters", "format"),
+        "memory",
     }
     # threshold: eval's is its own (the truth's cut), not the engine's
     assert [

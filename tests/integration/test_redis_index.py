@@ -292,3 +292,27 @@ def test_an_exported_index_restored_under_another_name_decides_alike(
     finally:
         drop_index(backend, source)
         drop_index(backend, copy)
+
+
+def test_an_index_whose_name_holds_glob_characters_keeps_to_its_own_keys(
+    backend: Any,
+) -> None:
+    """SCAN patterns (keys, drop, export) match the name as it is written: `name?` and
+    `name[x]` are not `namex`."""
+    name = unique("glob")
+    globbed = [RedisIndex(backend, DEFAULT, name + suffix) for suffix in ("?", "[x]", "*")]
+    plain = RedisIndex(backend, DEFAULT, name + "x")
+    try:
+        for n, index in enumerate([*globbed, plain]):
+            index.bind("v1")
+            add(index, [entry(f"doc{n}", n * 0x1234567)])
+        theirs = set(index_keys(backend, plain.namespace))
+        for n, index in enumerate(globbed):
+            mine = set(index.keys())
+            assert mine and not mine & theirs
+            assert [r["decision"]["id"] for r in index.documents()] == [f"doc{n}"]
+            index.drop()
+        assert set(index_keys(backend, plain.namespace)) == theirs
+    finally:
+        for index in (*globbed, plain):
+            index.drop()

@@ -13,7 +13,7 @@ import pytest
 
 from detector.blocks import BlockScheme
 from detector.index import Commit, Entry, Query
-from detector.index.redis import RedisIndex
+from detector.index.redis import RedisIndex, maintenance
 from detector.records import Decision
 from detector.settings import EngineSettings
 
@@ -90,8 +90,10 @@ def test_deleted_records_are_gone_and_their_memory_comes_back(backend: Any, name
 
 
 def test_records_past_the_horizon_age_out_and_their_memory_comes_back(
-    backend: Any, name: str
+    backend: Any, name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # the id map swept in many small scripts, as a sweep long put off is
+    monkeypatch.setattr(maintenance, "SWEEP_HASHES", 1)
     # A horizon long enough for a slow machine to index and weigh 400 records inside it.
     index = RedisIndex(backend, SCHEME, name, retention=5)
     index.bind("v1")
@@ -110,9 +112,13 @@ def test_records_past_the_horizon_age_out_and_their_memory_comes_back(
     assert visible(index, young) == [e.id for e in young]
     assert index.decisions([e.id for e in old]) == {}  # their keys expired with them
     assert index.texts([e.id for e in old]) == {}
+    stats = index.stats()  # counted until swept
+    assert (stats["documents"], stats["committed"], stats["expired"]) == (450, 450, 0)
 
     removed = index.sweep()
     assert removed >= len(old), removed  # their digests; their buckets expired
+    stats = index.stats()
+    assert (stats["documents"], stats["committed"], stats["expired"]) == (50, 450, 400)
     after = weight(backend, name)
     assert after < full * 0.3, f"{full} bytes before the horizon, {after} after the sweep"
     assert visible(index, young) == [e.id for e in young]

@@ -26,6 +26,7 @@ consumers are never both unique, on a cluster as on one server.
   cluster.py      Batch: one round trip, one pipeline per node of a cluster
   index.py        RedisIndex: bind, lookup, commit, apply, repair
   maintenance.py  delete, sweep, export and import, keys, drop, stats
+  footprint.py    what the index's keys weigh in memory, exactly or from a sample
   connect.py      connection settings, the client factory, refused credentials
 """
 

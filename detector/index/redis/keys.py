@@ -8,7 +8,12 @@ server the keys are the same.
 
   coordinator, nd:{NAME}:
     meta              hash    layout, fingerprint version, block schemes (text, vectors),
-                              retention
+                              retention; swept, the number the id map is swept to
+    counts            hash    documents, the numbers the id map names now (the versions a
+                              lookup can find); replaced, deleted, expired, the numbers
+                              it stopped naming, by cause; counted, 'all' (or, while an
+                              index made before the counts is counted, the id hashes
+                              below it). The scripts that change the id map change them
     seq               string  number of the last committed document
     log               string  LOG entries (fingerprint, digest hash, space) of documents
                               logbase+1 .. seq: the recent ones, read by lookups until the
@@ -48,6 +53,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -87,12 +93,29 @@ class Layout:
             raise ConfigError(f"index name {namespace!r} {problem}")
         self.namespace = namespace
         self.prefix = f"nd:{{{namespace}}}:"  # the coordinator's
+        self._prefix_bytes = self.prefix.encode("utf-8", "surrogatepass")
         self.meta = self.prefix + "meta"
         self.seq = self.prefix + "seq"
         self.log = self.prefix + "log"
         self.logbase = self.prefix + "logbase"
         self.epochs = self.prefix + "epochs"
-        self.patterns = (f"{self.prefix}*", f"nd:{{{namespace}/*")  # every key, for SCAN
+        self.counts = self.prefix + "counts"
+        self._shards_head = f"nd:{{{namespace}/".encode("utf-8", "surrogatepass")
+        # for SCAN: a name may hold glob characters (*?[]\), to be matched as themselves
+        glob = re.sub(r"([*?\[\]\\])", r"\\\1", namespace)
+        self.glob_prefix = f"nd:{{{glob}}}:"  # the coordinator's, as a pattern
+        self.patterns = (f"{self.glob_prefix}*", f"nd:{{{glob}/*")  # every key
+
+    def family(self, key: bytes) -> str | None:
+        """The family of one of the index's keys (what follows its hash tag: meta, id,
+        dec, b, tx, ...); None for a key of something else."""
+        if key.startswith(self._prefix_bytes):
+            rest = key[len(self._prefix_bytes) :]
+        elif key.startswith(self._shards_head):
+            rest = key.partition(b"}:")[2]
+        else:
+            return None
+        return rest.partition(b":")[0].decode("utf-8", "replace")
 
     def ids(self, j: int) -> str:
         """The id map of the numbers j * IDS_PER_HASH .. (j + 1) * IDS_PER_HASH - 1."""

@@ -5,7 +5,7 @@ mixin of RedisIndex, which provides the round trips and the decide path it works
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import redis
@@ -15,12 +15,17 @@ from ...blocks import BlockScheme
 from ...errors import BackendUnavailable, ConfigError
 from ...records import Decision
 from .. import Commit, Committed, Entry, record_of
-from . import lua
+from . import footprint, lua
 from .keys import IDS_PER_HASH, SHARDS, Layout, Version, parse_decision
 
 if TYPE_CHECKING:
     from .cluster import Batch
     from .index import Snapshot
+
+# What `stats` reports of the counts (keys.py), in this order.
+COUNTS = ("documents", "committed", "replaced", "deleted", "expired")
+SWEEP_HASHES = 1024  # id hashes a SWEEP_IDS script deletes: about 2 ms of the coordinator
+COUNT_HASHES = 4096  # id hashes a COUNT_IDS script counts: about 4 ms
 
 
 class Maintenance:
@@ -106,22 +111,8 @@ class Maintenance:
 
     def _sweep_coordinator(self, cutoff: int) -> None:
         """Id maps of numbers at or below the cutoff, and the epochs before it."""
-        meta = self.layout.meta
-        swept = int(self._call(self.client.hget, meta, "swept") or 0)
-        if cutoff <= swept:
-            return
-        batch = self._batch()  # every key here is the coordinator's
-        for j in range(swept // IDS_PER_HASH, cutoff // IDS_PER_HASH):
-            batch.add(meta, "DEL", self.layout.ids(j))
-        last = cutoff // IDS_PER_HASH
-        fields = [n % IDS_PER_HASH for n in range(max(swept, last * IDS_PER_HASH), cutoff + 1)]
-        if fields:
-            batch.add(meta, "HDEL", self.layout.ids(last), *fields)
-        batch.add(meta, "HSET", meta, "swept", cutoff)
-        batch.add(meta, "ZRANK", self.layout.epochs, cutoff)
-        rank = self._call(batch.execute)[-1]
-        if rank:  # the epochs before the one that makes the cutoff
-            self._call(self.client.zremrangebyrank, self.layout.epochs, 0, rank - 1)
+        while int(self._eval(lua.SWEEP_IDS, cutoff, SWEEP_HASHES)) < cutoff:
+            pass
 
     # ------------------------------------------------------------------ export
 
@@ -161,7 +152,7 @@ class Maintenance:
                         record["text"] = texts[name]
                 yield record
         batch: list[bytes] = []
-        for key in self.client.scan_iter(match=self.layout.decision("*"), count=1000):
+        for key in self.client.scan_iter(match=self.layout.glob_prefix + "dec:*", count=1000):
             batch.append(key)
             if len(batch) == 1000:
                 yield from self._unindexed(batch)
@@ -227,7 +218,18 @@ class Maintenance:
         return len(keys)
 
     def stats(self) -> dict[str, int]:
-        """Documents indexed, and the memory of the server (every primary of a cluster)."""
+        """What the index holds now and how it got there, from counts its scripts keep
+        with every change (keys.py), so at any size in one round trip: `documents`, the
+        versions a lookup can find (with --keep-old-versions, the earlier ones kept too);
+        `committed`, every version ever numbered; `replaced`, `deleted` and `expired`,
+        those gone by each cause since the counts began (at the index's first commit, or
+        at the upgrade of an index made before them, which is counted here once). And
+        the server's memory (every primary of a cluster); the index's own is `memory()`."""
+        counts = self._counts()
+        if counts.get("counted") != "all" and int(counts["committed"]):
+            while not int(self._eval(lua.COUNT_IDS, COUNT_HASHES)):
+                pass
+            counts = self._counts()
         client: Any = self.client
         if isinstance(client, RedisCluster):  # one answer per primary
             info = self._call(lambda: client.info("memory", target_nodes=RedisCluster.PRIMARIES))
@@ -235,6 +237,24 @@ class Maintenance:
         else:
             used = int(self._call(client.info, "memory")["used_memory"])
         return {
-            "documents": int(self._call(self.client.get, self.layout.seq) or 0),
-            "used_memory": used,
+            **{k: int(counts.get(k) or 0) for k in COUNTS},
+            "server_used_memory": used,
         }
+
+    def _counts(self) -> dict[str, str]:
+        """The counts, and `committed` (seq) read after them: never fewer than them."""
+        batch = self._batch()  # in order, on the coordinator
+        batch.add(self.layout.counts, "HGETALL", self.layout.counts)
+        batch.add(self.layout.seq, "GET", self.layout.seq)
+        counts, seq = self._call(batch.execute)
+        return {
+            **{k.decode(): v.decode() for k, v in counts.items()},
+            "committed": (seq or b"0").decode(),
+        }
+
+    def memory(
+        self, exact: bool = False, progress: Callable[[int], None] | None = None
+    ) -> footprint.Footprint:
+        """The bytes of the index's keys by family (footprint.py): every key weighed
+        (`exact`, O(keys)), or a sample of each primary's keys."""
+        return footprint.weigh(self.client, self.layout, self._call, exact, progress=progress)

@@ -1,6 +1,7 @@
--- COMMIT, on the coordinator: numbers, logs and stores a batch, atomically, unless seq
--- moved since the lookup's mark `upto`: then it answers with what was committed
--- meanwhile, for the caller to check against its batch and ask again.
+-- COMMIT, on the coordinator: numbers, logs and stores a batch and counts its documents
+-- (versions.lua), atomically, unless seq moved since the lookup's mark `upto`: then it
+-- answers with what was committed meanwhile, for the caller to check against its batch
+-- and ask again.
 -- KEYS[1]  C .. 'seq' (it routes the script to the coordinator's slot)
 -- ARGV, fixed:
 --   [1] C, the coordinator's prefix nd:{NAME}:
@@ -85,6 +86,10 @@ for i = 1, n do
   end
 end
 
+if seq == 0 then  -- a new index: counted from its first commit on
+  redis.call('HSETNX', C .. 'counts', 'counted', 'all')
+end
+local tally = counts(C)
 local now = tonumber(redis.call('TIME')[1])
 local function set(key, value, ttl)
   if ttl > 0 then redis.call('SET', key, value, 'EX', ttl) else redis.call('SET', key, value) end
@@ -109,7 +114,7 @@ for i = 1, n do
         if keep_old then
           kept[#kept + 1] = {n = old.n, r = old.r, s = old.s, dh = old.dh, fp = old.fp}
         else
-          unmap(C, old.n, name_of(id, old.r))
+          tally.unmap(old.n, name_of(id, old.r), 'replaced')
           replaced[i] = v
         end
       end
@@ -119,7 +124,7 @@ for i = 1, n do
       seq = seq + 1
       num = seq
       log[#log + 1] = entry
-      redis.call('HSET', C .. 'id:' .. math.floor(seq / 128), seq % 128, name)
+      tally.map(seq, name)
       out[i] = 'n' .. seq
     end
     local value
@@ -134,6 +139,7 @@ for i = 1, n do
       set(C .. 'dec:' .. id, value, decision_ttl) end
   end
 end
+tally.write()
 local member = ''
 if seq >= first then
   redis.call('SET', KEYS[1], seq)
