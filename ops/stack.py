@@ -74,9 +74,16 @@ from typing import NoReturn
 OPS = Path(__file__).resolve().parent
 HOST = "127.0.0.1"  # every server of the stack listens on loopback only
 # Serial GC and a small thread stack suit a 512m broker on 2 cores; CDS is on by default.
+# A thread that writes a heap buffer to a file borrows a direct buffer of its size, and the
+# JDK keeps it cached for that thread, with no bound by default: after a 50 MB and a 100 MB
+# record had gone through two of the broker's threads, the next large append found the
+# direct memory (as large as the heap) used up, and the broker refused the record
+# (OutOfMemoryError: Cannot reserve ... direct buffer memory). A cached buffer of at most
+# 1 MiB a thread keeps the small writes cheap and lets the large ones go back.
 KAFKA_HEAP_OPTS = "-Xms256m -Xmx512m"
 KAFKA_JVM_OPTS = (
     "-XX:+UseSerialGC -Xss512k -XX:+ExitOnOutOfMemoryError -XX:-UsePerfData"
+    " -Djdk.nio.maxCachedBufferSize=1048576"
     " -Djava.awt.headless=true -Djava.net.preferIPv4Stack=true"
 )
 # The Kafka tools (format, login check, ConfigCommand) live for seconds: a small heap, no C2.

@@ -6,6 +6,7 @@ per partition, and where a new group starts (--start-from)."""
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import time
@@ -242,3 +243,42 @@ def test_the_log_the_lag_and_where_a_new_group_starts(
     assert "SIGTERM: stopping after the batch in flight" in log, log
     assert f"revoked 2 partition(s): {names.input}-0, {names.input}-1" in log, log
     assert "stopped: 6 records" in log and "6 unique" in log, log
+
+
+# ----------------------------------------------------------------- tail
+
+
+def test_tail_shows_where_each_record_is_and_reads_the_dead_letter_topic(names: Names) -> None:
+    create_topics({names.input: 2})
+    with Producer() as producer:
+        producer.send(
+            names.dead_letter,
+            b'{"reason": "invalid_json"}',
+            key=b"k1",
+            headers=[("traceparent", b"00-ab-cd-01")],
+        )
+        producer.send(names.dead_letter, None, key=b"gone")  # a tombstone
+        producer.send(names.dead_letter, b"not json", partition=0)
+        producer.flush()
+    tail = ["tail", "--dead-letters", "--dead-letter-topic", names.dead_letter,
+            "--from-beginning", "--idle", "3"]  # fmt: skip
+    shown = neardup([*tail, "--format", "json"])
+    assert shown.returncode == 0, shown.stderr
+    records = [json.loads(line) for line in shown.stdout.splitlines()]
+    assert [(r["key"], r["value"]) for r in records] == [
+        ("k1", {"reason": "invalid_json"}),
+        ("gone", None),
+        (None, "not json"),
+    ], records
+    assert records[0]["headers"] == {"traceparent": "00-ab-cd-01"}
+    assert [(r["topic"], r["partition"], r["offset"]) for r in records] == [
+        (names.dead_letter, 0, n) for n in range(3)
+    ]
+    assert all(isinstance(r["timestamp"], int) for r in records)
+
+    values = neardup(tail)  # the values alone: a tombstone has none to show
+    assert values.stdout.splitlines() == ['{"reason": "invalid_json"}', "not json"]
+
+    missing = neardup(["tail", "--topic", names.input + "x", "--idle", "1"])
+    assert missing.returncode == 2, missing.stderr
+    assert "does not exist (did you mean" in missing.stderr and repr(names.input) in missing.stderr
