@@ -870,7 +870,7 @@ OWN: tuple[Option, ...] = (
         "metrics-port",
         "int",
         9464,
-        "port of /metrics and /healthz; 0 turns them off",
+        "port of /metrics, /livez, /readyz and /healthz (= /readyz); 0 turns them off",
         ("serve",),
         metavar="PORT",
         check=PORT,
