@@ -312,6 +312,12 @@ def _detect(args: argparse.Namespace) -> int:
     print(f"neardup: {counts.summary()}; {kernels} kernels{failed}", file=sys.stderr)
     if detector.vector_lookups:
         print(f"neardup: vectors: {_vector_summary(detector, index)}", file=sys.stderr)
+    if index.evicted:  # hot buckets: their oldest entries are no longer candidates there
+        print(
+            f"neardup: {index.evicted:,} block-table entries are past the newest "
+            f"{index.max_bucket:,} of their bucket and no longer read (hot buckets)",
+            file=sys.stderr,
+        )
     return 1 if counts.failed else 0
 
 

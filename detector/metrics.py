@@ -46,6 +46,16 @@ REFETCHES = Counter(
     "its last version: the stored decision again)",
     ["kind"],
 )
+EVICTIONS = Counter(
+    "neardup_bucket_evictions_total",
+    "Block-table entries pushed out of the lookups' reads by --max-bucket (a hot bucket "
+    "keeps its newest entries; the documents stay candidates through their other tables)",
+)
+BUCKET_CUTS = Counter(
+    "neardup_bucket_cuts_total",
+    "Buckets cut back to their newest --max-bucket entries (each is logged with its table "
+    "and key)",
+)
 TOMBSTONES = Counter(
     "neardup_tombstones_total", "Kafka tombstones, by what was done (delete, ignore)", ["action"]
 )

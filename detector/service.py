@@ -22,9 +22,11 @@ from .decide import Detector
 from .metrics import (
     ASSIGNED,
     BATCH_SECONDS,
+    BUCKET_CUTS,
     CONFLICTS,
     DEAD_LETTERS,
     DECISIONS,
+    EVICTIONS,
     LAG,
     PARTITION_LAG,
     RECORDS_IN,
@@ -111,6 +113,8 @@ class _Watch:
         self.conflicts = self.detector.conflicts
         self.stale = self.detector.stale
         self.revisions = self.detector.revisions
+        self.evicted = self.detector.index.evicted
+        self.cuts = getattr(self.detector.index, "cuts", 0)
         self.log_every = log_every
         self.total = _Tally()
         self.recent = _Tally()
@@ -163,6 +167,12 @@ class _Watch:
         REFETCHES.labels("revision").inc(self.detector.revisions - self.revisions)
         self.revisions = self.detector.revisions
         TOMBSTONES.labels(self.loop.tombstones).inc(len(batch.tombstones))
+        index = self.detector.index
+        EVICTIONS.inc(index.evicted - self.evicted)
+        self.evicted = index.evicted
+        cuts = getattr(index, "cuts", 0)  # the Redis index's (the memory index cuts none)
+        BUCKET_CUTS.inc(cuts - self.cuts)
+        self.cuts = cuts
         BATCH_SECONDS.observe(seconds)
         self.total.add(batch, decisions)
         self.recent.add(batch, decisions)

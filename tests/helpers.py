@@ -263,3 +263,12 @@ def health(port: int, path: str) -> tuple[int, dict[str, Any]]:
         return exc.code, json.loads(exc.read())
     except (urllib.error.URLError, ConnectionError):
         return 0, {}
+
+
+def free_port() -> int:
+    """A port nothing listens on (closed again at once): connections to it are refused."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

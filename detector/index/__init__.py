@@ -110,6 +110,11 @@ class Found:
 class Index(Protocol):
     namespace: str
 
+    @property
+    def evicted(self) -> int:
+        """Block-table entries past their bucket's newest --max-bucket, which lookups no
+        longer read (memory: in the index; Redis: pushed out by this process)."""
+
     def bind(self, version: str) -> None:
         """Tie the index to a fingerprint version; refuse one made by another."""
 

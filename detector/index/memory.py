@@ -58,6 +58,7 @@ class _Space:
     members: list[np.ndarray] = field(default_factory=list)  # per table, positions in fps
     starts: list[np.ndarray | None] = field(default_factory=list)  # per table, DIRECT_BITS
     merged: int = 0  # fps[:merged] are in the tables; the rest is the tail
+    evicted: int = 0  # table entries past their key's newest max_bucket: never read
     _array: np.ndarray = field(default_factory=lambda: np.zeros(1024, np.uint64))
     _filled: int = 0
 
@@ -226,6 +227,9 @@ class MemoryIndex:
             at = np.searchsorted(space.keys[t], add, "right")
             space.keys[t] = np.insert(space.keys[t], at, add)
             space.members[t] = np.insert(space.members[t], at, new[order])
+        space.evicted = sum(
+            int(np.maximum(_runs(table) - self.max_bucket, 0).sum()) for table in space.keys
+        )
         bits = scheme.key_bits()
         space.starts = [
             np.concatenate(([0], np.bincount(table, minlength=1 << b).cumsum())).astype(np.uint32)
@@ -300,7 +304,21 @@ class MemoryIndex:
             ),
             "text_bytes": sum(len(t) for t in self._texts.values()),
             "vector_bytes": sum(len(v) for v in self._vectors.values()),
+            "evicted": self.evicted,
         }
+
+    @property
+    def evicted(self) -> int:
+        """Table entries past their key's newest `max_bucket`, which no lookup reads (the
+        unmerged tail is read whole)."""
+        return sum(s.evicted for s in self._spaces.values())
+
+
+def _runs(table: np.ndarray) -> np.ndarray:
+    """The lengths of the runs of equal keys in a sorted table."""
+    if not len(table):
+        return np.zeros(0, np.intp)
+    return np.diff(np.flatnonzero(np.concatenate(([True], table[1:] != table[:-1], [True]))))
 
 
 def _key_type(scheme: BlockScheme) -> type[np.unsignedinteger[Any]]:

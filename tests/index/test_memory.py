@@ -116,6 +116,24 @@ def test_the_tail_caps_a_fingerprint_and_is_scanned_whole(
 # -------------------------------------------------------------------- memory only
 
 
+def test_entries_past_a_buckets_cap_are_counted_once_merged(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """23 variants of one fingerprint share its key in three of MANKU_4's tables: once
+    merged, 19 of each of those three runs are past a cap of 4 and never read (the
+    fourth table, keyed by the block they differ in, keeps them apart)."""
+    base = 0x1111222233330000
+    index = MemoryIndex(MANKU_4, max_bucket=4)
+    docs = [
+        Entry(f"d{i:02d}", "t", base ^ x, f"g{i}", "") for i, x in enumerate(LOW_BLOCK_FLIPS[:23])
+    ]
+    commit(index, docs)
+    assert index.evicted == 0 and index.stats()["evicted"] == 0  # the tail is read whole
+    monkeypatch.setattr(memory_module, "TAIL", 1)
+    commit(index, [Entry("far", "t", 0xFEDCBA9876543210, "gfar", "")])  # merges
+    assert index.evicted == index.stats()["evicted"] == 3 * 19
+
+
 def test_texts_round_trip_compressed_or_not() -> None:
     for compress in (True, False):
         index = MemoryIndex(BlockScheme.parse("k3-b4"), compress=compress)

@@ -9,6 +9,7 @@ The 2,000-record stream (tests/data/stream-2k.jsonl.gz, the head of the dev stre
 from __future__ import annotations
 
 import json
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,15 @@ from typing import Any
 import pytest
 from kafka import KafkaProducer
 
-from ..helpers import STREAM_2K, STREAM_2K_TRUTH, read_jsonl, verdict, write_jsonl
+from ..helpers import (
+    SAMPLE,
+    STREAM_2K,
+    STREAM_2K_TRUTH,
+    free_port,
+    read_jsonl,
+    verdict,
+    write_jsonl,
+)
 from .admin import create_topics
 from .endpoints import BOOTSTRAP
 from .invariants import check_invariants
@@ -177,4 +186,31 @@ def test_one_consumer_on_one_partition_decides_exactly_like_detect(
     got = scores([final[i] for i in ids], STREAM_2K_TRUTH, tmp_path, "serve")
     want = scores(reference, STREAM_2K_TRUTH, tmp_path, "detect")
     assert got == want
+    assert server.stop() == 0, logs([server])
+
+
+def test_hot_buckets_are_counted_logged_and_in_index_stats(
+    names: Names, serve: Callable[..., Serve], decisions: DecisionReader
+) -> None:
+    """Nothing is dropped in silence: with 8-bit table keys and --max-bucket 1, the
+    sample's 390 unique records overflow their buckets; serve counts every entry pushed
+    out of the reads (/metrics), logs each bucket it cuts back with its table and key,
+    and `index stats` has the same total."""
+    produce_file(SAMPLE, names.input, 1)
+    metrics = free_port()
+    server = serve(["--scheme", "k7-b8", "--max-bucket", "1", "--metrics-port", str(metrics)])
+    ids = [r["id"] for r in read_jsonl(SAMPLE)]
+    assert not decisions.wait_for(ids, timeout=DECIDE_TIMEOUT), logs([server])
+    scrape = urllib.request.urlopen(f"http://127.0.0.1:{metrics}/metrics", timeout=5)
+    values = {
+        line.split(" ")[0]: float(line.split(" ")[1])
+        for line in scrape.read().decode().splitlines()
+        if line.startswith(("neardup_bucket_evictions_total", "neardup_bucket_cuts_total"))
+    }
+    evicted = values["neardup_bucket_evictions_total"]
+    assert evicted > 100 and values["neardup_bucket_cuts_total"] > 10, values
+    assert "reached --max-bucket 1 and were cut back" in server.log(100_000)
+    assert " table " in server.log(100_000) and " key 0x" in server.log(100_000)
+    stats = json.loads(run_detector(["index", "stats", "--index", names.index]).stdout)
+    assert stats["evicted"] == evicted, stats
     assert server.stop() == 0, logs([server])

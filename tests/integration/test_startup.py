@@ -7,7 +7,6 @@ per partition, and where a new group starts (--start-from)."""
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import time
 import urllib.error
@@ -15,6 +14,7 @@ import urllib.request
 from collections.abc import Callable
 from typing import Any
 
+from ..helpers import free_port
 from ..helpers import health as get
 from .admin import admin, create_topics, delete_topics
 from .endpoints import BOOTSTRAP, CALLER_ENV
@@ -23,13 +23,6 @@ from .readers import DecisionReader, Producer
 
 CONTROLLER_PORT = CALLER_ENV.get("NEARDUP_STACK_KAFKA_CONTROLLER_PORT", "9093")
 KAFKA_HOST = BOOTSTRAP.split(",")[0].rpartition(":")[0]
-
-
-def free_port() -> int:
-    """A port nothing listens on (closed again at once): connections to it are refused."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def timed(*args: str, timeout: float = 60) -> tuple[subprocess.CompletedProcess[str], float]:

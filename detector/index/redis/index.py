@@ -4,9 +4,10 @@ commands (delete, sweep, export, import, drop, stats) are in maintenance.py."""
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -37,8 +38,11 @@ from .maintenance import Maintenance
 from .templates import RedisTemplates
 
 LOG_KEEP = 65_536  # log entries kept below the applied mark, for slow consumers' checks
+CUTS_NAMED = 8  # buckets cut back that a log line names; the rest are counted
 REPAIR_AFTER = 30.0  # seconds a committed range may stay unapplied before others apply it
 COMMIT_ROUNDS = 50  # stale answers in a row before the batch is decided afresh
+
+log = logging.getLogger("neardup.index")
 
 
 @dataclass(frozen=True)
@@ -48,6 +52,18 @@ class Snapshot:
     first: int
     cutoff: int  # numbers at or below it are older than the retention horizon
     oldest_pending: str
+
+
+@dataclass
+class _ShardApply:
+    """One shard's part of an apply: its buckets (their positions in the batch's list,
+    names and entries) and its digests (keys, then field and number pairs)."""
+
+    positions: list[int]
+    names: list[Any]
+    values: list[bytes]
+    digests: list[str] = field(default_factory=list)
+    fields: list[Any] = field(default_factory=list)
 
 
 def _by_space(spaces: Sequence[str]) -> dict[str, list[int]]:
@@ -103,6 +119,10 @@ class RedisIndex(Maintenance):
         self.observe = observe
         self._mark = 0
         self._swept_to = 0  # the next shard whose digests the sweep filters
+        # Entries this process pushed out of a bucket's reads, and the buckets it cut back
+        # (serve's metrics; `stats` has the index's total, from every process)
+        self.evicted = 0
+        self.cuts = 0
 
     # ------------------------------------------------------------------ plumbing
 
@@ -493,43 +513,58 @@ class RedisIndex(Maintenance):
             tables.append(np.tile(np.arange(per), len(rows)))
             keys.append(array.ravel())
             spaces += [space] * array.size
-        names, bucket_shards = self.layout.buckets(
-            spaces, np.concatenate(tables), np.concatenate(keys)
-        )
+        all_tables, all_keys = np.concatenate(tables), np.concatenate(keys)
+        names, bucket_shards = self.layout.buckets(spaces, all_tables, all_keys)
         entries = [fp.to_bytes(8, "little") + num.to_bytes(4, "little") for num, fp, _, _ in docs]
-        shards: dict[int, tuple[list[str], list[bytes], list[str], list[Any]]] = {}
+        shards: dict[int, _ShardApply] = {}
         for group in _by_shard(bucket_shards):
-            shards[int(bucket_shards[group[0]])] = (
-                [names[i] for i in group],
-                [entries[owners[i]] for i in group],
-                [],
-                [],
+            shards[int(bucket_shards[group[0]])] = _ShardApply(
+                group, [names[i] for i in group], [entries[owners[i]] for i in group]
             )
         for num, _, _, dh in docs:
-            _, _, digests, fields = shards.setdefault(dh[0] % SHARDS, ([], [], [], []))
-            digests.append(self.layout.digest(dh))
-            fields += [dh[2:], num]
+            part = shards.setdefault(dh[0] % SHARDS, _ShardApply([], [], []))
+            part.digests.append(self.layout.digest(dh))
+            part.fields += [dh[2:], num]
         # A bucket is cut back to its newest max_bucket entries once it holds half as many
         # again: rewrites stay rare, and a lookup reads at most 1.5 x max_bucket entries.
         limit = self.max_bucket * ENTRY.itemsize * 3 // 2
         keep = self.max_bucket * ENTRY.itemsize
         batch = self._batch()
-        for buckets, values, digests, fields in shards.values():
+        for shard, part in shards.items():
             batch.add(
-                buckets[0] if buckets else digests[0],
+                part.names[0] if part.names else part.digests[0],
                 "EVAL",
                 lua.APPLY_SHARD,
-                len(buckets) + len(digests),
-                *buckets,
-                *digests,
-                len(buckets),
+                len(part.names) + len(part.digests) + 1,
+                *part.names,
+                *part.digests,
+                self.layout.evicted(shard),
+                len(part.names),
                 limit,
                 keep,
                 self.keep,
-                *values,
-                *fields,
+                *part.values,
+                *part.fields,
             )
-        self._call(batch.execute)
+        cut: list[int] = []  # positions in names of the buckets cut back
+        for part, (evicted, *cuts) in zip(shards.values(), self._call(batch.execute), strict=True):
+            self.evicted += int(evicted)
+            cut += [part.positions[int(c) - 1] for c in cuts]
+        if cut:
+            self.cuts += len(cut)
+            log.warning(
+                "%d bucket(s) reached --max-bucket %d and were cut back to their newest "
+                "entries (%s): their older entries are no longer candidates through these "
+                "tables (%d entries so far in this process; `neardup index stats`: evicted)",
+                len(cut),
+                self.max_bucket,
+                ", ".join(
+                    f"space {spaces[i]} table {int(all_tables[i])} key {int(all_keys[i]):#x}"
+                    for i in cut[:CUTS_NAMED]
+                )
+                + (f" and {len(cut) - CUTS_NAMED} more" if len(cut) > CUTS_NAMED else ""),
+                self.evicted,
+            )
         self._eval(lua.APPLIED, member, LOG_KEEP)
 
     def _repair(self, member: str) -> None:

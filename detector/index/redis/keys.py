@@ -38,6 +38,8 @@ server the keys are the same.
   shard S, nd:{NAME/S}:
     b:{SPACE}:{T}:{KEY}   string  bucket KEY of block table T: 12-byte entries (fingerprint
                                   8 little endian, number 4), oldest first
+    evicted           string  entries its buckets pushed out of a lookup's reads (the newest
+                              --max-bucket are read): what `index stats` sums as evicted
     dg:{H[:2]}        hash    H[2:] -> number; H is the 16-byte hash of a token-stream digest
     tx:{VERSION}      string  LZ4 of the normalized text (literal pass), by version name
     vx:{VERSION}      string  a record's vector instead (vectors.pack: int8 or float16), in
@@ -178,6 +180,9 @@ class Layout:
     @functools.lru_cache(maxsize=64)  # noqa: B019 - as above
     def _bucket_prefix_bytes(self, space: str) -> list[bytes]:
         return [p.encode("utf-8", "surrogatepass") for p in self._bucket_prefixes(space)]
+
+    def evicted(self, shard: int) -> str:
+        return f"{self.shard_prefix(shard)}evicted"
 
     def digest(self, dh: bytes) -> str:
         """The hash of a digest's field: one of 65,536, by its first two bytes."""

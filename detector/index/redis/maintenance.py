@@ -223,7 +223,8 @@ class Maintenance:
         versions a lookup can find (with --keep-old-versions, the earlier ones kept too);
         `committed`, every version ever numbered; `replaced`, `deleted` and `expired`,
         those gone by each cause since the counts began (at the index's first commit, or
-        at the upgrade of an index made before them, which is counted here once). And
+        at the upgrade of an index made before them, which is counted here once);
+        `evicted`, the bucket entries --max-bucket pushed out of the lookups' reads. And
         the server's memory (every primary of a cluster); the index's own is `memory()`."""
         counts = self._counts()
         if counts.get("counted") != "all" and int(counts["committed"]):
@@ -238,8 +239,17 @@ class Maintenance:
             used = int(self._call(client.info, "memory")["used_memory"])
         return {
             **{k: int(counts.get(k) or 0) for k in COUNTS},
+            "evicted": self._evicted(),
             "server_used_memory": used,
         }
+
+    def _evicted(self) -> int:
+        """Bucket entries pushed out of the lookups' reads by --max-bucket, every shard's."""
+        batch = self._batch()
+        for shard in range(SHARDS):
+            key = self.layout.evicted(shard)
+            batch.add(key, "GET", key)
+        return sum(int(v or 0) for v in self._call(batch.execute))
 
     def _counts(self) -> dict[str, str]:
         """The counts, and `committed` (seq) read after them: never fewer than them."""
