@@ -3,6 +3,7 @@ told: at least once (KafkaSource), or in the sink's transaction (TransactionalSo
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -154,14 +155,23 @@ class KafkaSource:
         except KafkaError as exc:
             raise BackendUnavailable(f"Kafka did not take the offsets: {exc}") from exc
 
-    def lags(self) -> dict[TopicPartition, int]:
+    def lags(self, timeout_ms: int = 1000) -> dict[TopicPartition, int]:
         """Records not yet consumed on each assigned partition. The ends come from the
-        high watermarks that fetches bring back; a partition not fetched yet is asked."""
+        high watermarks that fetches bring back; a partition not fetched yet is asked,
+        briefly: this runs on the loop's thread, and a partition whose end or position
+        is not to be had within `timeout_ms` is left out this time."""
         assigned = sorted(self.consumer.assignment())
         ends = {tp: self.consumer.highwater(tp) for tp in assigned}
         if unknown := [tp for tp, end in ends.items() if end is None]:
-            ends.update(self.consumer.end_offsets(unknown))
-        return {tp: max(0, ends[tp] - self.consumer.position(tp)) for tp in assigned}
+            with contextlib.suppress(KafkaError):
+                ends.update(self.consumer.end_offsets(unknown, timeout_ms=timeout_ms))
+        out = {}
+        for tp in assigned:
+            with contextlib.suppress(KafkaError):
+                position = self.consumer.position(tp, timeout_ms=timeout_ms)
+                if ends.get(tp) is not None and position is not None:
+                    out[tp] = max(0, ends[tp] - position)
+        return out
 
     def lag(self) -> int:
         """Records on the assigned partitions not yet consumed."""
