@@ -34,6 +34,7 @@ import redis
 from kafka import KafkaConsumer, KafkaProducer
 
 from .blocks import BlockScheme
+from .errors import BackendUnavailable
 from .index.redis import IDS_PER_HASH, RedisIndex
 from .stream.files import input_label, open_input, read_lines
 from .stream.kafka import ensure_topics, remove
@@ -140,11 +141,7 @@ def throughput(args: Any, records: list[tuple[str, bytes]], consumers: int) -> t
     """Sustained docs/s, and the Redis server's CPU seconds per document (INFO cpu, over
     every node, from the consumers' start to the last decision: their start-up too)."""
     run = Run(args, partitions=max(2, consumers))
-    producer = KafkaProducer(**run.kafka.common(), linger_ms=20)
-    for doc_id, raw in records:
-        producer.send(run.input, key=doc_id.encode(), value=raw)
-    producer.flush()
-    producer.close()
+    send_all(run, records)
     client = args.redis.client()
     cpu = _redis_cpu(client)
     run.start(consumers)
@@ -156,6 +153,28 @@ def throughput(args: Any, records: list[tuple[str, bytes]], consumers: int) -> t
         client.close()
     seconds = (max(stamps) - min(stamps)) / 1000
     return len(stamps) / seconds if seconds > 0 else float("nan"), cpu / len(stamps)
+
+
+def send_all(run: Run, records: list[tuple[str, bytes]]) -> None:
+    """The corpus onto the run's input topic, every send checked: a record the topic
+    refused would leave the run waiting for a decision that never comes."""
+    producer = KafkaProducer(**run.kafka.common(), linger_ms=20)
+    try:
+        futures = [producer.send(run.input, key=i.encode(), value=raw) for i, raw in records]
+        producer.flush()
+        _check(futures)
+    finally:
+        producer.close()
+
+
+def _check(futures: list[Any]) -> None:
+    failed = [f for f in futures if not f.is_done or f.failed()]
+    if failed:
+        first = failed[0].exception if failed[0].is_done else "no answer"
+        raise BackendUnavailable(
+            f"Kafka did not take {len(failed)} of the {len(futures)} corpus records "
+            f"(the first: {first}); the run would wait for their decisions"
+        )
 
 
 def _redis_cpu(client: Any) -> float:
@@ -182,6 +201,7 @@ def latency(args: Any, records: list[tuple[str, bytes]], rate: float) -> dict[st
     reader = threading.Thread(target=read, daemon=True)  # reads while records are produced
     reader.start()
     sent: dict[str, float] = {}
+    futures: list[Any] = []
     producer = KafkaProducer(**run.kafka.common(), linger_ms=0)
     start = time.time()
     try:
@@ -190,8 +210,13 @@ def latency(args: Any, records: list[tuple[str, bytes]], rate: float) -> dict[st
             if pause > 0:
                 time.sleep(pause)
             sent[doc_id] = time.time() * 1000
-            producer.send(run.input, key=doc_id.encode(), value=raw, timestamp_ms=int(sent[doc_id]))
+            futures.append(
+                producer.send(
+                    run.input, key=doc_id.encode(), value=raw, timestamp_ms=int(sent[doc_id])
+                )
+            )
         producer.flush()
+        _check(futures)
         reader.join()
     finally:
         producer.close()
@@ -223,11 +248,7 @@ def key_families(index: RedisIndex) -> dict[str, int]:
 def corpus_memory(args: Any, records: list[tuple[str, bytes]]) -> dict[str, Any]:
     """Index the corpus with one consumer and weigh every key family."""
     run = Run(args, partitions=1)
-    producer = KafkaProducer(**run.kafka.common(), linger_ms=20)
-    for doc_id, raw in records:
-        producer.send(run.input, key=doc_id.encode(), value=raw)
-    producer.flush()
-    producer.close()
+    send_all(run, records)
     run.start(1)
     try:
         for _ in run.decisions(len(records), timeout=600):

@@ -53,8 +53,7 @@ EVICTIONS = Counter(
 )
 BUCKET_CUTS = Counter(
     "neardup_bucket_cuts_total",
-    "Buckets cut back to their newest --max-bucket entries (each is logged with its table "
-    "and key)",
+    "Buckets cut back to their newest --max-bucket entries (each is logged with its table and key)",
 )
 TOMBSTONES = Counter(
     "neardup_tombstones_total", "Kafka tombstones, by what was done (delete, ignore)", ["action"]
