@@ -79,6 +79,13 @@ def read_lines(path: Path = SAMPLE) -> list[bytes]:
         return [line.rstrip(b"\n") for line in f if line.strip()]
 
 
+@cache
+def stream_texts() -> tuple[str, ...]:
+    """The texts of STREAM_2K's records, in order: real texts in the number an index
+    trains its text dictionary on (index.texts.SAMPLE_TEXTS) and more."""
+    return tuple(r["text"] for r in read_jsonl(STREAM_2K))
+
+
 # ---------------------------------------------------------------------- child processes
 
 

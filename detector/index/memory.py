@@ -36,7 +36,7 @@ from . import (
     scheme_for,
     version_id,
 )
-from .texts import pack_text, unpack_text
+from .texts import Codec, Sample
 
 TAIL = 4096  # fingerprints waiting unsorted: scanned by brute force, then merged
 # A table of keys this short also keeps where each key's run starts (2^bits + 1 offsets,
@@ -82,6 +82,7 @@ class MemoryIndex:
         compress: bool = True,
         max_bucket: int = DEFAULT_MAX_BUCKET,
         vectors: BlockScheme | None = None,
+        codec: Codec | None = None,
     ) -> None:
         if max_bucket < 1:
             raise ConfigError("max_bucket must be at least 1")
@@ -89,6 +90,9 @@ class MemoryIndex:
         self.vector_scheme = vectors or default_vector_scheme()
         self.namespace = namespace
         self.compress = compress
+        self.codec = codec or Codec()
+        # the texts written before the dictionary, until there are enough to train it
+        self._sample: Sample | None = Sample() if compress and self.codec.with_dictionary else None
         self.max_bucket = max_bucket
         self.version: str | None = None
         self._templates: MemoryTemplates | None = None
@@ -183,7 +187,7 @@ class MemoryIndex:
         for i in ids:
             t = self._texts.get(i)
             if t is not None:
-                out[i] = unpack_text(t) if isinstance(t, bytes) else t
+                out[i] = self.codec.unpack(t) if isinstance(t, bytes) else t
         return out
 
     def vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
@@ -195,8 +199,14 @@ class MemoryIndex:
                 self._digest_of[e.id] = e.digest
             if e.vector is not None:
                 self._vectors[e.id] = e.vector
+            elif not self.compress:
+                self._texts[e.id] = e.text
             else:
-                self._texts[e.id] = pack_text(e.text) if self.compress else e.text
+                packed = self._texts[e.id] = self.codec.pack(e.text)
+                if self._sample is not None:
+                    self._sample.add(e.id, e.text, packed)
+                    if self._sample.full:
+                        self._learn(self._sample)
             space = self._spaces.get(e.space)
             if space is None:
                 scheme = scheme_for(e.space, self.scheme, self.vector_scheme)
@@ -212,6 +222,18 @@ class MemoryIndex:
         for space in self._spaces.values():
             if len(space.fps) - space.merged >= TAIL:
                 self._merge(space)
+
+    def _learn(self, sample: Sample) -> None:
+        """Train the text dictionary on the sample, and pack its texts again with it."""
+        data = sample.train(self.codec.level)
+        if data is None:  # nothing to learn from: try the next texts
+            self._sample = Sample()
+            return
+        self.codec.use(data)
+        for name, first, again in sample.repacked(self.codec):
+            if self._texts.get(name) == first:
+                self._texts[name] = again
+        self._sample = None
 
     def _merge(self, space: _Space) -> None:
         """Move the tail into the sorted tables (a linear merge per table)."""
@@ -303,6 +325,8 @@ class MemoryIndex:
                 a.nbytes for s in self._spaces.values() for a in (*s.keys, *s.members)
             ),
             "text_bytes": sum(len(t) for t in self._texts.values()),
+            "text_dictionary": self.codec.dictionary_id,
+            "text_dictionary_bytes": len(self.codec.dictionary or b""),
             "vector_bytes": sum(len(v) for v in self._vectors.values()),
             "evicted": self.evicted,
         }

@@ -30,6 +30,7 @@ from detector.blocks import BlockScheme
 from detector.errors import ConfigError
 from detector.index import Commit, Entry, Found, Index, Query
 from detector.index.memory import MemoryIndex
+from detector.index.texts import SAMPLE_TEXTS
 from detector.records import Decision
 from detector.settings import EngineSettings
 from detector.vectors import default_vector_scheme, pack, units
@@ -40,6 +41,7 @@ from ..helpers import (
     decide_in_batches,
     flip,
     read_lines,
+    stream_texts,
     verdict,
 )
 from ..strategies import clustered, u64
@@ -308,6 +310,35 @@ class IndexContract:
         assert index.texts([f"t{n}" for n in range(len(texts))]) == {
             f"t{n}": t for n, t in enumerate(texts)
         }
+
+    def test_the_text_dictionary_is_made_once_the_index_wrote_its_sample(
+        self, make_index: MakeIndex
+    ) -> None:
+        """The texts are packed with a dictionary trained on the first SAMPLE_TEXTS
+        texts the index writes (vectors keep no text: they do not count), made then and
+        once; every text reads back exactly, before it, at it and after it."""
+        index = make_index()
+        rng = np.random.default_rng(5)
+        vectors = [
+            Entry(f"v{i}", "v384", i, f"vd{i}", "", pack(v, "int8"))
+            for i, v in enumerate(units(rng.standard_normal((3, 384))))
+        ]
+        add(index, vectors)
+        texts = stream_texts()[: SAMPLE_TEXTS + 40]
+        entries = [
+            Entry(f"s{n}", "t", (n * 0x9E3779B97F4A7C15) % 2**64, f"d{n}", t)
+            for n, t in enumerate(texts)
+        ]
+        for lo, hi in pairwise([0, 500, SAMPLE_TEXTS - 1]):
+            add(index, entries[lo:hi])
+        assert index.stats()["text_dictionary"] == 0
+        add(index, entries[SAMPLE_TEXTS - 1 : SAMPLE_TEXTS])
+        made = index.stats()["text_dictionary"]
+        assert made != 0
+        add(index, entries[SAMPLE_TEXTS:])
+        assert index.stats()["text_dictionary"] == made
+        assert index.texts([e.id for e in entries]) == {e.id: e.text for e in entries}
+        assert sorted(index.vectors([v.id for v in vectors])) == ["v0", "v1", "v2"]
 
     def test_decisions_round_trip(self, make_index: MakeIndex) -> None:
         index = make_index()

@@ -17,6 +17,8 @@ from typing import Any
 import pytest
 from kafka import KafkaProducer
 
+from detector.index.redis import RedisIndex
+
 from ..helpers import (
     SAMPLE,
     STREAM_2K,
@@ -27,7 +29,7 @@ from ..helpers import (
     write_jsonl,
 )
 from .admin import create_topics
-from .endpoints import BOOTSTRAP
+from .endpoints import BOOTSTRAP, redis_client
 from .invariants import check_invariants
 from .processes import Names, Serve, logs, produce_file, run_detector
 from .readers import DecisionReader, without_notes
@@ -156,7 +158,14 @@ def test_three_consumers_decide_like_detect_and_again_on_redelivery(
         assert s.stop() == 0, logs(servers)
 
 
-@pytest.mark.parametrize("extra", [[], ["--prefetch"]], ids=["inline", "prefetch"])
+# small-cache: the literal pass keeps few shingle sets, so most candidates' texts are read
+# back from Redis (the most the cache holds of the stream's longest record and a few more)
+SMALL_CACHE = ["--literal-memory", "1700000"]
+
+
+@pytest.mark.parametrize(
+    "extra", [[], ["--prefetch"], SMALL_CACHE], ids=["inline", "prefetch", "small-cache"]
+)
 def test_one_consumer_on_one_partition_decides_exactly_like_detect(
     names: Names,
     serve: Callable[..., Serve],
@@ -166,7 +175,9 @@ def test_one_consumer_on_one_partition_decides_exactly_like_detect(
 ) -> None:
     """In file order (one partition) serve against Redis and detect against memory are
     the same algorithm: the same decision for every record, and the same scores; with
-    the next batch prepared in a thread too (--prefetch)."""
+    the next batch prepared in a thread too (--prefetch), and with the candidates' texts
+    read back from Redis, most of them packed with the index's text dictionary (made
+    once serve had written index.texts.SAMPLE_TEXTS texts)."""
     records = read_jsonl(STREAM_2K)
     ids = [r["id"] for r in records]
     create_topics({names.input: 1})
@@ -187,6 +198,7 @@ def test_one_consumer_on_one_partition_decides_exactly_like_detect(
     want = scores(reference, STREAM_2K_TRUTH, tmp_path, "detect")
     assert got == want
     assert server.stop() == 0, logs([server])
+    assert RedisIndex.open(redis_client(), names.index).stats()["text_dictionary"]
 
 
 def test_hot_buckets_are_counted_logged_and_in_index_stats(

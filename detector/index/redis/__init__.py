@@ -5,7 +5,8 @@ A batch's commit, one consumer:
   1. lookup: the coordinator's snapshot (seq, the log since the shards were last complete,
      the retention cutoff), then the shards' buckets and digests, then ids by number
   2. write the texts of the documents to index (a candidate must be verifiable the moment
-     it is committed)
+     it is committed), packed with the index's text dictionary (index.texts): the process
+     that fills its sample first trains it, and packs its sample again with it
   3. COMMIT script on the coordinator: if seq moved since the lookup, it answers with the
      log entries committed meanwhile; the consumer checks them against its batch (numpy),
      keeps the prefix before the first conflict and asks again. Once nothing new came in,

@@ -19,7 +19,7 @@ from ...errors import BackendUnavailable, ConfigError
 from ...records import Decision
 from ...vectors import default_vector_scheme, unpack
 from .. import DEFAULT_MAX_BUCKET, Candidate, Commit, Committed, Found, Query, scheme_for
-from ..texts import pack_text, unpack_text
+from ..texts import Codec, Sample
 from . import lua
 from .cluster import Batch
 from .keys import (
@@ -52,6 +52,7 @@ class Snapshot:
     first: int
     cutoff: int  # numbers at or below it are older than the retention horizon
     oldest_pending: str
+    dictionary: int  # the id of the index's text dictionary, 0 before it has one
 
 
 @dataclass
@@ -85,7 +86,8 @@ class RedisIndex(Maintenance):
     """The interface of the memory index, on a Redis 7 server or a Redis Cluster.
 
     `observe`, if given, is called with the seconds of every round trip (serve passes its
-    Prometheus histogram's `observe`)."""
+    Prometheus histogram's `observe`). `codec` packs the texts (index.texts; by default
+    zstd with the index's dictionary)."""
 
     def __init__(
         self,
@@ -98,6 +100,7 @@ class RedisIndex(Maintenance):
         max_bucket: int = DEFAULT_MAX_BUCKET,
         observe: Callable[[float], None] | None = None,
         vectors: BlockScheme | None = None,
+        codec: Codec | None = None,
     ) -> None:
         self.layout = Layout(namespace)
         if retention < 0 or text_ttl < 0 or decision_ttl < 0 or max_bucket < 1:
@@ -123,6 +126,11 @@ class RedisIndex(Maintenance):
         # (serve's metrics; `stats` has the index's total, from every process)
         self.evicted = 0
         self.cuts = 0
+        self.codec = codec or Codec()
+        # The texts this process wrote before the index had a dictionary: the sample it
+        # trains one on, and what it packs again once there is one (its own or another's).
+        self._sample: Sample | None = Sample() if self.codec.with_dictionary else None
+        self.made_dictionary = False  # this process's dictionary is the index's
 
     # ------------------------------------------------------------------ plumbing
 
@@ -262,14 +270,23 @@ class RedisIndex(Maintenance):
     # ------------------------------------------------------------------ lookup
 
     def _snapshot(self) -> Snapshot:
-        seq, first, log, cutoff, oldest = self._eval(lua.SNAPSHOT, self.retention)
-        return Snapshot(int(seq), np.frombuffer(log, LOG), int(first), int(cutoff), oldest.decode())
+        seq, first, log, cutoff, oldest, dictionary = self._eval(lua.SNAPSHOT, self.retention)
+        return Snapshot(
+            int(seq),
+            np.frombuffer(log, LOG),
+            int(first),
+            int(cutoff),
+            oldest.decode(),
+            int.from_bytes(dictionary, "little"),
+        )
 
     def lookup(self, queries: Sequence[Query]) -> list[Found]:
         if not queries:
             return []
         snap = self._snapshot()
         self._mark = snap.seq
+        if self.codec.with_dictionary and snap.dictionary != self.codec.dictionary_id:
+            self._see_dictionary(snap.dictionary)
         if snap.oldest_pending:
             self._repair(snap.oldest_pending)
         names, shards, starts = self._probed_buckets(queries)
@@ -345,7 +362,10 @@ class RedisIndex(Maintenance):
         return out
 
     def texts(self, ids: Sequence[str]) -> dict[str, str]:
-        return {i: unpack_text(v) for i, v in self._per_version(ids, self.layout.text).items()}
+        packed = self._per_version(ids, self.layout.text)
+        if self.codec.missing(packed.values()):  # written by a consumer with the dictionary
+            self._load_dictionary()
+        return {i: self.codec.unpack(v) for i, v in packed.items()}
 
     def vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
         return {i: unpack(v) for i, v in self.packed_vectors(ids).items()}
@@ -483,14 +503,73 @@ class RedisIndex(Maintenance):
             return set()
         batch = self._batch()
         expiry = ("EX", self.text_ttl) if self.text_ttl else ()
+        values = []
         for i in at:
             e = indexing[i]
             if e.vector is not None:  # a vector is kept instead of its text
                 key, value = self.layout.vector(e.id), e.vector
             else:
-                key, value = self.layout.text(e.id), pack_text(e.text)
+                key, value = self.layout.text(e.id), self.codec.pack(e.text)
+            values.append(value)
             batch.add(key, "SET", key, value, "NX", *expiry)
-        return {i for i, ok in zip(at, self._call(batch.execute), strict=True) if ok}
+        written = {i for i, ok in zip(at, self._call(batch.execute), strict=True) if ok}
+        if self._sample is not None:
+            for i, value in zip(at, values, strict=True):
+                e = indexing[i]
+                if i in written and e.vector is None:
+                    self._sample.add(e.id, e.text, value)
+            if self._sample.full:
+                self._learn(self._sample)
+        return written
+
+    # ------------------------------------------------------------------ the text dictionary
+
+    def _learn(self, sample: Sample) -> None:
+        """Train the index's text dictionary on this process's sample and offer it: the
+        first offer is the index's for good (SET NX), and every process packs with that."""
+        data = sample.train(self.codec.level)
+        if data is None:  # nothing to learn from: try the next texts
+            self._sample = Sample()
+            return
+        key, offer = self.layout.txdict, data
+        self.made_dictionary = bool(self._call(lambda: self.client.set(key, offer, nx=True)))
+        self._load_dictionary(data if self.made_dictionary else None)
+
+    def _see_dictionary(self, index_has: int) -> None:
+        """The index's text dictionary (its id, 0: none) is not the one this process packs
+        with: take the index's, or give it back the one it lost (a deleted key, a failover
+        before the key reached the disk or a replica), which texts already name."""
+        if index_has:
+            self._load_dictionary()
+        elif self.codec.dictionary is not None:
+            key, ours = self.layout.txdict, self.codec.dictionary
+            self._call(lambda: self.client.set(key, ours, nx=True))
+
+    def _load_dictionary(self, data: bytes | None = None) -> None:
+        """Pack with the index's text dictionary from now on (`data`, else read from the
+        index), and pack again what this process wrote without it."""
+        if data is None:
+            data = self._call(self.client.get, self.layout.txdict)
+        if data is None:
+            return  # none: a text that names one will say which it misses
+        self.codec.use(data)
+        sample, self._sample = self._sample, None
+        if sample is not None:
+            self._repack(sample.repacked(self.codec))
+
+    def _repack(self, texts: Sequence[tuple[str, bytes, bytes]]) -> None:
+        """(name, form written, form with the dictionary) of texts: each replaced where
+        its key still holds the form written, one script per shard."""
+        by_shard: dict[int, list[tuple[str, bytes, bytes]]] = {}
+        for t in texts:
+            by_shard.setdefault(text_shard(t[0]), []).append(t)
+        batch = self._batch()
+        for group in by_shard.values():
+            keys = [self.layout.text(name) for name, _, _ in group]
+            args = [v for _, first, again in group for v in (first, again)]
+            batch.add(keys[0], "EVAL", lua.REPACK, len(keys), *keys, *args)
+        if batch.commands:
+            self._call(batch.execute)
 
     def _drop_texts(self, ids: Sequence[str]) -> None:
         if ids:

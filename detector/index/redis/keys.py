@@ -35,13 +35,21 @@ server the keys are the same.
                               `delete`, `export` and the re-fetch rules need. Written before
                               re-fetches: "N SPACE DIGESTHASH" (indexed) or no header
     repair:{FIRST}    string  a consumer's claim to apply the pending range FIRST:...
+    txdict            string  the zstd dictionary the texts are packed with (index.texts),
+                              its id in bytes 4..7: trained by the first consumer to have
+                              written texts.SAMPLE_TEXTS texts, and set only if absent
+                              (SET NX), so an index has one for good; no TTL. SNAPSHOT
+                              answers its id, so every consumer learns of it at a lookup
+                              (and one that packs with it sets it again if it was lost)
   shard S, nd:{NAME/S}:
     b:{SPACE}:{T}:{KEY}   string  bucket KEY of block table T: 12-byte entries (fingerprint
                                   8 little endian, number 4), oldest first
     evicted           string  entries its buckets pushed out of a lookup's reads (the newest
                               --max-bucket are read): what `index stats` sums as evicted
     dg:{H[:2]}        hash    H[2:] -> number; H is the 16-byte hash of a token-stream digest
-    tx:{VERSION}      string  LZ4 of the normalized text (literal pass), by version name
+    tx:{VERSION}      string  the normalized text (literal pass), by version name, packed
+                              (index.texts): a zstd frame that names its dictionary (txdict)
+                              or none, or LZ4 as written before zstd; all are read
     vx:{VERSION}      string  a record's vector instead (vectors.pack: int8 or float16), in
                               the shard of its text; the same expiry and deletes
     tp:{HOST}         string  a bitmap of (URL, line) pairs counted (templates.pair_bit) and
@@ -102,6 +110,7 @@ class Layout:
         self.logbase = self.prefix + "logbase"
         self.epochs = self.prefix + "epochs"
         self.counts = self.prefix + "counts"
+        self.txdict = self.prefix + "txdict"
         self._shards_head = f"nd:{{{namespace}/".encode("utf-8", "surrogatepass")
         # for SCAN: a name may hold glob characters (*?[]\), to be matched as themselves
         glob = re.sub(r"([*?\[\]\\])", r"\\\1", namespace)

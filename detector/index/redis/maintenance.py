@@ -169,7 +169,9 @@ class Maintenance:
 
     def restore(self, records: Iterable[dict[str, Any]], batch: int = 512) -> int:
         """Write exported records into this (empty) index, numbering the indexed
-        documents again in their order; returns how many records were written."""
+        documents again in their order; returns how many records were written. An export
+        holds the texts themselves: they are packed here as any texts this index writes
+        (its own dictionary, trained on the first of them)."""
         if int(self._call(self.client.get, self.layout.seq) or 0):
             raise ConfigError(f"index {self.namespace!r} is not empty: import into a new one")
         count = 0
@@ -224,8 +226,9 @@ class Maintenance:
         `committed`, every version ever numbered; `replaced`, `deleted` and `expired`,
         those gone by each cause since the counts began (at the index's first commit, or
         at the upgrade of an index made before them, which is counted here once);
-        `evicted`, the bucket entries --max-bucket pushed out of the lookups' reads. And
-        the server's memory (every primary of a cluster); the index's own is `memory()`."""
+        `evicted`, the bucket entries --max-bucket pushed out of the lookups' reads; the id
+        of the text dictionary (index.texts; 0 before the index has one). And the
+        server's memory (every primary of a cluster); the index's own is `memory()`."""
         counts = self._counts()
         if counts.get("counted") != "all" and int(counts["committed"]):
             while not int(self._eval(lua.COUNT_IDS, COUNT_HASHES)):
@@ -240,6 +243,7 @@ class Maintenance:
         return {
             **{k: int(counts.get(k) or 0) for k in COUNTS},
             "evicted": self._evicted(),
+            "text_dictionary": int(counts["text_dictionary"]),
             "server_used_memory": used,
         }
 
@@ -252,14 +256,17 @@ class Maintenance:
         return sum(int(v or 0) for v in self._call(batch.execute))
 
     def _counts(self) -> dict[str, str]:
-        """The counts, and `committed` (seq) read after them: never fewer than them."""
+        """The counts, and `committed` (seq) read after them: never fewer than them; and
+        the id of the text dictionary (0: none yet)."""
         batch = self._batch()  # in order, on the coordinator
         batch.add(self.layout.counts, "HGETALL", self.layout.counts)
         batch.add(self.layout.seq, "GET", self.layout.seq)
-        counts, seq = self._call(batch.execute)
+        batch.add(self.layout.txdict, "GETRANGE", self.layout.txdict, 4, 7)
+        counts, seq, dictionary = self._call(batch.execute)
         return {
             **{k.decode(): v.decode() for k, v in counts.items()},
             "committed": (seq or b"0").decode(),
+            "text_dictionary": str(int.from_bytes(dictionary, "little")),
         }
 
     def memory(
