@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT))
 import redis
 
 from detector.bench import key_families
-from detector.index.redis import RedisIndex
+from detector.index.redis import RedisIndex, maintenance
 from detector.records import parse_document
 from detector.settings import EngineSettings
 
@@ -54,7 +54,7 @@ def main() -> None:
         seconds = time.perf_counter() - start
         indexed = index.stats()["documents"]
         families = key_families(index)
-        index.drop()
+        maintenance.drop(index)
         per = {k: round(v / indexed, 1) for k, v in sorted(families.items())}
         out[storage] = {
             "records": len(docs),

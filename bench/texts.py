@@ -176,7 +176,7 @@ def redis_bytes(url: str, cluster: bool, raw: list[bytes]) -> dict[str, tuple[fl
     import redis
     from redis.cluster import RedisCluster
 
-    from detector.index.redis import RedisIndex
+    from detector.index.redis import RedisIndex, maintenance
 
     client: Any = RedisCluster.from_url(url) if cluster else redis.Redis.from_url(url)
     out = {}
@@ -185,11 +185,11 @@ def redis_bytes(url: str, cluster: bool, raw: list[bytes]) -> dict[str, tuple[fl
         index = RedisIndex(client, scheme, f"bench-texts-{os.getpid()}", codec=codec)
         try:
             decide(raw, index)
-            weighed = index.memory(exact=True)
+            weighed = maintenance.memory(index, exact=True)
             texts = weighed.keys["tx"]
             out[name] = (weighed.bytes["tx"] / texts, weighed.bytes.get("txdict", 0.0))
         finally:
-            index.drop()
+            maintenance.drop(index)
     return out
 
 

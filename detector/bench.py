@@ -35,7 +35,7 @@ from kafka import KafkaConsumer, KafkaProducer
 
 from .blocks import BlockScheme
 from .errors import BackendUnavailable
-from .index.redis import IDS_PER_HASH, RedisIndex
+from .index.redis import IDS_PER_HASH, RedisIndex, maintenance
 from .stream.files import input_label, open_input, read_lines
 from .stream.kafka import ensure_topics, remove
 
@@ -101,7 +101,9 @@ class Run:
             p.terminate()
         for p in self.procs:
             p.wait(timeout=60)
-        RedisIndex(self.args.redis.client(), BlockScheme.parse(self.args.scheme), self.index).drop()
+        maintenance.drop(
+            RedisIndex(self.args.redis.client(), BlockScheme.parse(self.args.scheme), self.index)
+        )
         # a bench of both modes makes some thirty topics: the broker need not keep them
         remove(self.kafka, [self.input, self.output, f"{self.input}.dlq"], [self.group])
 
@@ -242,7 +244,7 @@ def _spread(ms: Any) -> dict[str, float]:
 def key_families(index: RedisIndex) -> dict[str, int]:
     """Bytes of every key of an index (on every node of a cluster), by the family after
     the hash tag: b, dg, tx (shards); id, dec, log, ... (coordinator)."""
-    return {f: round(size) for f, size in index.memory(exact=True).bytes.items()}
+    return {f: round(size) for f, size in maintenance.memory(index, exact=True).bytes.items()}
 
 
 def corpus_memory(args: Any, records: list[tuple[str, bytes]]) -> dict[str, Any]:

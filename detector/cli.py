@@ -434,7 +434,7 @@ def _serve(args: argparse.Namespace) -> int:
     import os
     import socket
 
-    from .index.redis import RedisIndex
+    from .index.redis import RedisIndex, maintenance
     from .index.redis.connect import check as check_redis
     from .index.redis.connect import refusals
     from .metrics import KERNELS, REDIS_SECONDS, TRANSACTIONS, Health, serve_http
@@ -546,7 +546,7 @@ def _serve(args: argparse.Namespace) -> int:
     loop.tombstones = args.tombstones
     loop.prefetch = args.prefetch
     if args.retention:  # a slice of the index's keys a second: memory comes back steadily
-        loop.upkeep = lambda: index.sweep(shards=SWEEP_SHARDS)
+        loop.upkeep = lambda: maintenance.sweep(index, shards=SWEEP_SHARDS)
     with refusals(redis_at):
         Service(loop, health, log_every=args.log_every).run()
     return 0
@@ -717,7 +717,7 @@ def _bench(args: argparse.Namespace) -> int:
 
 def _index(args: argparse.Namespace) -> int:
     """The maintenance commands; each opens the index with the settings it was made with."""
-    from .index.redis import RedisIndex
+    from .index.redis import RedisIndex, maintenance
     from .index.redis.connect import check, refusals
 
     redis_at = _redis_settings(args)
@@ -740,17 +740,19 @@ def _index(args: argparse.Namespace) -> int:
                 raise ConfigError("index delete: give ids, or --ids-file")
             print(f"neardup: {delete_summary(ids, index.delete(ids))}", file=sys.stderr)
         else:
-            removed = index.sweep()
+            removed = maintenance.sweep(index)
             print(f"neardup: swept {removed} expired entries", file=sys.stderr)
     return 0
 
 
 def _index_stats(args: argparse.Namespace, index: Any) -> None:
+    from .index.redis import maintenance
+
     stats = {"index": args.index, **index.meta(), **index.stats()}
     exact = args.memory == "exact"
     progress = _progress(args, unit=" keys") if exact else None
     try:
-        memory = index.memory(exact, progress.update if progress is not None else None)
+        memory = maintenance.memory(index, exact, progress.update if progress is not None else None)
     finally:
         if progress is not None:
             progress.close()
@@ -779,6 +781,7 @@ EXPORT_FORMAT = 1
 
 
 def _index_export(args: argparse.Namespace, index: Any) -> None:
+    from .index.redis import maintenance
     from .stream.files import open_output
 
     out = open_output(args.output, sys.stdout)
@@ -787,7 +790,7 @@ def _index_export(args: argparse.Namespace, index: Any) -> None:
     try:
         header = {"neardup_index_export": EXPORT_FORMAT, "name": args.index, **index.meta()}
         out.write(json.dumps(header) + "\n")
-        for record in index.documents():
+        for record in maintenance.documents(index):
             out.write(json.dumps(record, ensure_ascii=False) + "\n")
             count += 1
             if progress is not None:
@@ -801,7 +804,7 @@ def _index_export(args: argparse.Namespace, index: Any) -> None:
 
 
 def _index_import(args: argparse.Namespace, client: Any) -> int:
-    from .index.redis import RedisIndex
+    from .index.redis import RedisIndex, maintenance
     from .stream.files import input_label, open_input, read_lines
 
     stream = open_input(args.input)
@@ -826,7 +829,7 @@ def _index_import(args: argparse.Namespace, client: Any) -> int:
                     progress.update()
 
         try:
-            count = index.restore(records())
+            count = maintenance.restore(index, records())
         finally:
             if progress is not None:
                 progress.close()

@@ -98,3 +98,44 @@ def test_the_kafka_adapter_needs_no_numpy() -> None:
     loaded = loaded_by("import detector.stream.kafka")
     assert "numpy" not in loaded
     assert "redis" not in loaded
+
+
+# The Redis index from the bottom up: each of these imports only those before it (the
+# package's docstring lists them so); the index never imports its maintenance.
+REDIS = ["connect", "keys", "lua", "cluster", "footprint", "store", "templates", "index"]
+REDIS += ["maintenance"]
+
+
+def redis_imports() -> dict[str, set[str]]:
+    """The index.redis modules each of its modules imports, the package itself left out
+    (`from . import lua` names it, but it is loading already)."""
+    folder = PACKAGE / "index" / "redis"
+    return {
+        path.stem: {
+            name.removeprefix("index.redis.")
+            for name in imports_of(path)
+            if name.startswith("index.redis.")
+        }
+        for path in folder.glob("*.py")
+        if path.stem != "__init__"
+    }
+
+
+def test_the_redis_index_imports_one_way() -> None:
+    graph = redis_imports()
+    for at, module in enumerate(REDIS):
+        later = graph[module] - set(REDIS[:at])
+        assert not later, f"index/redis/{module}.py imports {sorted(later)}, not below it"
+    # and no circle among the package's other modules either
+    done: set[str] = set()
+
+    def visit(module: str, path: tuple[str, ...]) -> None:
+        assert module not in path, f"an import circle: {' -> '.join((*path, module))}"
+        if module in done:
+            return
+        for name in graph.get(module, set()):
+            visit(name, (*path, module))
+        done.add(module)
+
+    for module in graph:
+        visit(module, ())

@@ -17,7 +17,7 @@ import pytest
 from redis.cluster import RedisCluster
 
 from detector.decide import Detector
-from detector.index.redis import RedisIndex, footprint, lua
+from detector.index.redis import RedisIndex, footprint, lua, maintenance
 from detector.records import Document
 from detector.settings import EngineSettings
 
@@ -75,7 +75,7 @@ def cli(backend: Any, *args: str) -> Any:
 def test_stats_of_an_empty_index(backend: Any, names: list[str]) -> None:
     index = new_index(backend, names)
     assert counts(index) == dict.fromkeys(COUNTS, 0)
-    memory = index.memory(exact=True)
+    memory = maintenance.memory(index, exact=True)
     assert set(memory.bytes) == {"meta"}
     assert memory.total == weight(backend, index.namespace) > 0
 
@@ -90,7 +90,7 @@ def test_a_delete_lowers_documents_and_memory_not_committed(backend: Any, names:
     docs = entries("d", 300, seed=11)
     add(index, docs)
     assert assert_exact(index) == {**dict.fromkeys(COUNTS, 0), "documents": 300, "committed": 300}
-    before = index.memory(exact=True)
+    before = maintenance.memory(index, exact=True)
     assert before.total == weight(backend, index.namespace)
 
     # another index whose name extends this one's, and keys of nothing: none of them count
@@ -101,12 +101,12 @@ def test_a_delete_lowers_documents_and_memory_not_committed(backend: Any, names:
     stray = f"nd:{{{index.namespace}}}x:{uuid.uuid4().hex}"
     backend.set(stray, b"x" * 100_000)
     try:
-        assert index.memory(exact=True).bytes == before.bytes
+        assert maintenance.memory(index, exact=True).bytes == before.bytes
         assert index.stats()["server_used_memory"] > before.total + 100_000
 
         # the sampled estimate, made to sample: within its error of the exact figure, so
         # neither the other index (as large) nor the stray key is in it
-        sampled = footprint.weigh(backend, index.layout, index._call, draws=500)
+        sampled = footprint.weigh(backend, index.layout, index.store.call, draws=500)
         assert not sampled.exact and sampled.variance > 0
         error = sampled.variance**0.5
         assert abs(sampled.total - before.total) < 4 * error + 0.02 * before.total, (
@@ -124,7 +124,7 @@ def test_a_delete_lowers_documents_and_memory_not_committed(backend: Any, names:
             "committed": 300,
             "deleted": 100,
         }
-        after = index.memory(exact=True)
+        after = maintenance.memory(index, exact=True)
         assert after.total == weight(backend, index.namespace) < before.total * 0.8
         assert after.keys["tx"] == 200 and after.keys["dec"] == 200
 
@@ -236,7 +236,7 @@ def test_an_index_made_before_the_counts_is_counted_once_exactly_while_it_change
             lambda: writer.delete([docs[200].id, docs[650].id]),
         ]
     )
-    while not int(index._eval(lua.COUNT_IDS, 1)):
+    while not lua.count_ids_reply(index.store.eval(lua.count_ids_args(index.layout, 1))):
         step = next(steps, None)
         if step is not None:
             step()
@@ -254,5 +254,5 @@ def test_index_keys_are_all_weighed(backend: Any, names: list[str]) -> None:
     """The exact weighing and the test's own: every key of the index, once."""
     index = new_index(backend, names)
     add(index, entries("w", 50, seed=15))
-    memory = index.memory(exact=True)
+    memory = maintenance.memory(index, exact=True)
     assert round(sum(memory.keys.values())) == len(index_keys(backend, index.namespace))

@@ -14,7 +14,7 @@ import pytest
 from detector.blocks import BlockScheme
 from detector.errors import ConfigError
 from detector.index import DEFAULT_MAX_BUCKET, Commit, Entry, Index, Query
-from detector.index.redis import RedisIndex
+from detector.index.redis import RedisIndex, maintenance
 from detector.index.redis import index as redis_module
 from detector.records import Decision
 from detector.settings import EngineSettings
@@ -219,7 +219,7 @@ def test_a_hot_bucket_is_cut_back_on_the_server(
 
 
 def backend_strlen(index: RedisIndex, scheme: BlockScheme, fp: int, table: int) -> int:
-    key = index._bucket("t", table, scheme.keys([fp])[0][table])
+    key = index.layout.bucket("t", table, scheme.keys([fp])[0][table])
     return int(index.client.strlen(key))
 
 
@@ -284,20 +284,20 @@ def test_an_exported_index_restored_under_another_name_decides_alike(
     try:
         a = RedisIndex(backend, DEFAULT, source)
         decide_in_batches(a, raw[:250])
-        exported = list(a.documents())
+        exported = list(maintenance.documents(a))
         assert len(exported) == 250
         indexed = [r for r in exported if "text" in r]
         assert 200 < len(indexed) < 250
         b = RedisIndex(backend, DEFAULT, copy)
         b.bind(EngineSettings().engine().version)
-        assert b.restore(iter(exported)) == 250
+        assert maintenance.restore(b, iter(exported)) == 250
         with pytest.raises(ConfigError):
-            b.restore(iter(exported))  # only into an empty index
+            maintenance.restore(b, iter(exported))  # only into an empty index
 
         def by_id(records: list[dict[str, Any]]) -> dict[str, Any]:
             return {r["decision"]["id"]: r for r in records}
 
-        assert by_id(list(b.documents())) == by_id(exported)
+        assert by_id(list(maintenance.documents(b))) == by_id(exported)
         later_a = decide_in_batches(a, raw[250:])
         later_b = decide_in_batches(b, raw[250:])
         assert [verdict(d.to_dict()) for d in later_a] == [verdict(d.to_dict()) for d in later_b]
@@ -321,11 +321,11 @@ def test_an_index_whose_name_holds_glob_characters_keeps_to_its_own_keys(
             add(index, [entry(f"doc{n}", n * 0x1234567)])
         theirs = set(index_keys(backend, plain.namespace))
         for n, index in enumerate(globbed):
-            mine = set(index.keys())
+            mine = set(maintenance.keys(index))
             assert mine and not mine & theirs
-            assert [r["decision"]["id"] for r in index.documents()] == [f"doc{n}"]
-            index.drop()
+            assert [r["decision"]["id"] for r in maintenance.documents(index)] == [f"doc{n}"]
+            maintenance.drop(index)
         assert set(index_keys(backend, plain.namespace)) == theirs
     finally:
         for index in (*globbed, plain):
-            index.drop()
+            maintenance.drop(index)

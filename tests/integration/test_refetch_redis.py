@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, settings
 
 from detector.decide import Detector
 from detector.index import Index
-from detector.index.redis import RedisIndex
+from detector.index.redis import RedisIndex, maintenance
 from detector.records import Document
 from detector.settings import EngineSettings
 
@@ -78,7 +78,7 @@ def test_a_revision_and_a_copy_of_its_new_content_at_once_are_never_both_unique(
                 else:
                     assert page.duplicate_of == "copy"
             finally:
-                first.drop()
+                maintenance.drop(first)
 
 
 def _race(go: threading.Barrier, out: dict[str, Any], d: Detector, doc: Document) -> None:

@@ -85,7 +85,7 @@ def test_deleted_records_are_gone_and_their_memory_comes_back(backend: Any, name
     # deleted records are not even in the buckets any more
     for e in gone[:20]:
         for t, key in enumerate(SCHEME.keys([e.fingerprint])[0]):
-            value = backend.get(index._bucket("t", t, key)) or b""
+            value = backend.get(index.layout.bucket("t", t, key)) or b""
             assert e.fingerprint.to_bytes(8, "little") not in value[0::12] or len(value) % 12
 
 
@@ -102,7 +102,7 @@ def test_records_past_the_horizon_age_out_and_their_memory_comes_back(
     add(index, old)
     assert visible(index, old) == [e.id for e in old]
     full = weight(backend, name)
-    assert index.sweep() == 0  # nothing is old yet
+    assert maintenance.sweep(index) == 0  # nothing is old yet
 
     time.sleep(max(0.0, started + 6.5 - time.monotonic()))  # the horizon, its window (1 s)
     young = entries("y", 50, seed=3)
@@ -115,14 +115,14 @@ def test_records_past_the_horizon_age_out_and_their_memory_comes_back(
     stats = index.stats()  # counted until swept
     assert (stats["documents"], stats["committed"], stats["expired"]) == (450, 450, 0)
 
-    removed = index.sweep()
+    removed = maintenance.sweep(index)
     assert removed >= len(old), removed  # their digests; their buckets expired
     stats = index.stats()
     assert (stats["documents"], stats["committed"], stats["expired"]) == (50, 450, 400)
     after = weight(backend, name)
     assert after < full * 0.3, f"{full} bytes before the horizon, {after} after the sweep"
     assert visible(index, young) == [e.id for e in young]
-    assert index.sweep() == 0
+    assert maintenance.sweep(index) == 0
 
 
 def test_an_idle_index_ages_too(backend: Any, name: str) -> None:
@@ -139,7 +139,7 @@ def test_an_idle_index_ages_too(backend: Any, name: str) -> None:
     assert visible(index, docs) == [e.id for e in docs]  # younger than the horizon
     time.sleep(max(0.0, committed + 5.2 - time.monotonic()))  # horizon + window, and slack
     assert visible(index, docs) == []
-    assert index.sweep() >= 30
+    assert maintenance.sweep(index) >= 30
 
 
 def test_every_process_of_an_index_must_use_its_retention(backend: Any, name: str) -> None:

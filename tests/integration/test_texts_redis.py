@@ -17,7 +17,7 @@ from redis.cluster import RedisCluster
 
 from detector.blocks import BlockScheme
 from detector.index import Commit, Entry, Query
-from detector.index.redis import RedisIndex
+from detector.index.redis import RedisIndex, maintenance
 from detector.index.texts import SAMPLE_TEXTS, Codec, MissingDictionary, frame_dictionary
 from detector.records import Decision
 from detector.settings import EngineSettings
@@ -180,10 +180,10 @@ def test_deletes_and_retention_leave_the_dictionary_and_repacked_texts_keep_thei
     first = index.layout.text(docs[0].id)  # of the sample, packed again
     assert frame_dictionary(backend.get(first)) == made
     assert 0 < backend.ttl(first) <= 600 + index.granularity
-    assert index.memory(exact=True).keys["txdict"] == 1
+    assert maintenance.memory(index, exact=True).keys["txdict"] == 1
 
     assert len(index.delete([e.id for e in docs])) == len(docs)
-    index.sweep()
+    maintenance.sweep(index)
     assert index.stats()["text_dictionary"] == made
     assert stored_forms(backend, name) == {}
     add(index, entries(stream_texts()[SAMPLE_TEXTS + 10 : SAMPLE_TEXTS + 20], "t"))
@@ -201,21 +201,21 @@ def test_an_export_carries_the_texts_and_an_import_packs_them_again(
         a = RedisIndex(backend, SCHEME, name)
         decide_in_batches(a, raw[:1400])
         assert a.stats()["text_dictionary"]
-        exported = list(a.documents())
+        exported = list(maintenance.documents(a))
         texts = {r["id"]: r["text"] for r in exported if "text" in r}
         assert len(texts) > SAMPLE_TEXTS
         assert a.texts(list(texts)) == texts
 
         b = RedisIndex(same_client(backend), SCHEME, copy)
         b.bind(EngineSettings().engine().version)
-        assert b.restore(iter(exported)) == len(exported)
+        assert maintenance.restore(b, iter(exported)) == len(exported)
         assert b.texts(list(texts)) == texts
         assert b.stats()["text_dictionary"]  # trained on the import's first texts
 
         def by_id(records: list[dict[str, Any]]) -> dict[str, Any]:
             return {r["decision"]["id"]: r for r in records}
 
-        assert by_id(list(b.documents())) == by_id(exported)
+        assert by_id(list(maintenance.documents(b))) == by_id(exported)
 
         def later(index: RedisIndex) -> list[Any]:
             return [verdict(d.to_dict()) for d in decide_in_batches(index, raw[1400:])]

@@ -17,7 +17,7 @@ import redis
 from redis.cluster import RedisCluster
 
 from detector.index import Query
-from detector.index.redis import RedisIndex
+from detector.index.redis import RedisIndex, maintenance
 from detector.records import Document
 from detector.settings import EngineSettings
 
@@ -56,11 +56,11 @@ def test_a_vector_index_exports_and_imports(backend: redis.Redis | RedisCluster)
     try:
         original = detector_on(backend, names[0])
         decided(original, first)
-        exported = list(original.index.documents())
+        exported = list(maintenance.documents(original.index))
         indexed = [r for r in exported if "vector" in r]
         assert indexed and all("text" not in r and r["space"] == "v384" for r in indexed)
         copy = detector_on(backend, names[1])
-        assert copy.index.restore(exported) == len(exported)
+        assert maintenance.restore(copy.index, exported) == len(exported)
         ids = [r["id"] for r in indexed]
         a, b = original.index.vectors(ids), copy.index.vectors(ids)
         assert sorted(a) == sorted(b) == sorted(ids)
@@ -151,7 +151,7 @@ def test_records_with_only_an_embedding_through_serve(
         "nothing": "missing_text",
     }
     assert refused["nan-v"]["detail"] == "component 1 is NaN"
-    exported = {r["id"]: r for r in RedisIndex.open(rclient, names.index).documents()}
+    exported = {r["id"]: r for r in maintenance.documents(RedisIndex.open(rclient, names.index))}
     assert "vector" in exported["only-v"] and "text" not in exported["only-v"]
     assert server.stop() == 0, logs([server])
 

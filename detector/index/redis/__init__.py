@@ -22,13 +22,22 @@ a lookup (in the shards, or in the log above the oldest pending range), and the 
 sees every document committed after a lookup: two near-duplicates committed at once by two
 consumers are never both unique, on a cluster as on one server.
 
-  keys.py         the key layout: names, slots, the LOG and ENTRY records
-  scripts/*.lua   the scripts, each with its KEYS, ARGV and reply; lua.py loads them
-  cluster.py      Batch: one round trip, one pipeline per node of a cluster
-  index.py        RedisIndex: bind, lookup, commit, apply, repair
-  maintenance.py  delete, sweep, export and import, keys, drop, stats
-  footprint.py    what the index's keys weigh in memory, exactly or from a sample
+The files, from the bottom up (each imports only files above it):
   connect.py      connection settings, the client factory, refused credentials
+  keys.py         the key layout: names, slots, the LOG and ENTRY records
+  scripts/*.lua   the scripts, each with its KEYS, ARGV and reply
+  lua.py          loads them, each with its typed pair: an `Args` builder of its KEYS and
+                  ARGV, and a parser of its reply (COMMIT: commit_args, CommitReply)
+  cluster.py      Batch: one round trip, one pipeline per node of a cluster
+  footprint.py    what the index's keys weigh in memory, exactly or from a sample
+  store.py        Store: the round trips (call, eval, batch, snapshot), timed, with their
+                  failures sorted into the error tree
+  templates.py    the site-template model in the shards, on a Store
+  index.py        RedisIndex, in the order a batch goes through it: plan (bind, open),
+                  keys, lookup, commit, apply, repair; then forget (revisions, delete)
+                  and the counts (stats)
+  maintenance.py  functions of a RedisIndex: sweep, export (documents) and import
+                  (restore), keys, drop, memory
 """
 
 from .cluster import Batch

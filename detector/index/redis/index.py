@@ -1,6 +1,11 @@
-"""RedisIndex and its decide path: bind, lookup, commit, and the apply of a commit to the
-shards (with the repair of a range its committer left unapplied). The maintenance
-commands (delete, sweep, export, import, drop, stats) are in maintenance.py."""
+"""RedisIndex: the index interface on a Redis server or a Redis Cluster, in the order a
+batch goes through it: the index's plan (what it was made with: bind, open), the keys a
+batch reads and writes, the lookup, the commit (texts first, then the coordinator's
+COMMIT), the apply of a commit to the shards, and the repair of a range whose committer
+left it unapplied; then what takes a version back out of the shards (a revision, delete)
+and the counts (stats). The round trips are store.py's, the scripts' arguments and replies
+lua.py's; the maintenance commands (sweep, export, import, drop, memory) are functions of
+a RedisIndex in maintenance.py."""
 
 from __future__ import annotations
 
@@ -15,13 +20,12 @@ import redis
 from redis.cluster import RedisCluster
 
 from ...blocks import BlockScheme
-from ...errors import BackendUnavailable, ConfigError
+from ...errors import ConfigError
 from ...records import Decision
 from ...vectors import default_vector_scheme, unpack
-from .. import DEFAULT_MAX_BUCKET, Candidate, Commit, Committed, Found, Query, scheme_for
+from .. import DEFAULT_MAX_BUCKET, Candidate, Commit, Committed, Entry, Found, Query, scheme_for
 from ..texts import Codec, Sample
 from . import lua
-from .cluster import Batch
 from .keys import (
     ENTRY,
     IDS_PER_HASH,
@@ -29,30 +33,26 @@ from .keys import (
     LOG,
     SHARDS,
     Layout,
+    Version,
     digest_hash,
-    header,
     parse_decision,
     text_shard,
 )
-from .maintenance import Maintenance
+from .lua import Snapshot
+from .store import Store
 from .templates import RedisTemplates
+
+__all__ = ["RedisIndex", "Snapshot"]
 
 LOG_KEEP = 65_536  # log entries kept below the applied mark, for slow consumers' checks
 CUTS_NAMED = 8  # buckets cut back that a log line names; the rest are counted
 REPAIR_AFTER = 30.0  # seconds a committed range may stay unapplied before others apply it
 COMMIT_ROUNDS = 50  # stale answers in a row before the batch is decided afresh
+# What `stats` reports of the counts (keys.py), in this order.
+COUNTS = ("documents", "committed", "replaced", "deleted", "expired")
+COUNT_HASHES = 4096  # id hashes a COUNT_IDS script counts: about 4 ms
 
 log = logging.getLogger("neardup.index")
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    seq: int  # the lookup's mark: a commit checks what was committed after it
-    log: np.ndarray  # LOG entries numbered first+1 .. seq
-    first: int
-    cutoff: int  # numbers at or below it are older than the retention horizon
-    oldest_pending: str
-    dictionary: int  # the id of the index's text dictionary, 0 before it has one
 
 
 @dataclass
@@ -64,7 +64,7 @@ class _ShardApply:
     names: list[Any]
     values: list[bytes]
     digests: list[str] = field(default_factory=list)
-    fields: list[Any] = field(default_factory=list)
+    fields: list[tuple[bytes, int]] = field(default_factory=list)
 
 
 def _by_space(spaces: Sequence[str]) -> dict[str, list[int]]:
@@ -82,7 +82,7 @@ def _by_shard(shards: np.ndarray) -> list[list[int]]:
     return [g.tolist() for g in np.split(order, cuts)] if len(order) else []
 
 
-class RedisIndex(Maintenance):
+class RedisIndex:
     """The interface of the memory index, on a Redis 7 server or a Redis Cluster.
 
     `observe`, if given, is called with the seconds of every round trip (serve passes its
@@ -105,6 +105,7 @@ class RedisIndex(Maintenance):
         self.layout = Layout(namespace)
         if retention < 0 or text_ttl < 0 or decision_ttl < 0 or max_bucket < 1:
             raise ConfigError("retention and TTLs must be >= 0 and max_bucket >= 1")
+        self.store = Store(client, self.layout, observe)
         self.client = client
         self.scheme = scheme
         self.vector_scheme = vectors or default_vector_scheme()
@@ -119,9 +120,8 @@ class RedisIndex(Maintenance):
         self.decision_ttl = decision_ttl
         self.keep = keep  # indexed documents' decisions live as long as their entries
         self.max_bucket = max_bucket
-        self.observe = observe
-        self._mark = 0
-        self._swept_to = 0  # the next shard whose digests the sweep filters
+        self.mark = 0  # seq at the last lookup: a commit checks what came after it
+        self.swept_to = 0  # the next shard whose digests a sweep filters (maintenance)
         # Entries this process pushed out of a bucket's reads, and the buckets it cut back
         # (serve's metrics; `stats` has the index's total, from every process)
         self.evicted = 0
@@ -132,70 +132,11 @@ class RedisIndex(Maintenance):
         self._sample: Sample | None = Sample() if self.codec.with_dictionary else None
         self.made_dictionary = False  # this process's dictionary is the index's
 
-    # ------------------------------------------------------------------ plumbing
-
-    def _bucket(self, space: str, table: int, key: int) -> str:
-        """One bucket's name (the tests look into buckets by it)."""
-        return self.layout.bucket(space, table, key)
-
-    def scheme_for(self, space: str) -> BlockScheme:
-        return scheme_for(space, self.scheme, self.vector_scheme)
-
-    def _probed_buckets(self, queries: Sequence[Query]) -> tuple[list[str], np.ndarray, list[int]]:
-        """The buckets a lookup reads, query by query: their names, shards, and where each
-        query's buckets start in them (and a last entry where the last one's end)."""
-        groups = _by_space([q.space for q in queries])
-        probed = {}  # space -> (tables, keys), one row per query of the space
-        counts = np.zeros(len(queries), np.intp)
-        for space, rows in groups.items():
-            scheme = self.scheme_for(space)
-            tables, keys = scheme.probe_array([queries[i].fingerprint for i in rows])
-            probed[space] = (np.broadcast_to(tables, keys.shape), keys)
-            counts[rows] = keys.shape[1]
-        starts = np.concatenate(([0], np.cumsum(counts)))
-        all_tables = np.zeros(starts[-1], np.int64)
-        all_keys = np.zeros(starts[-1], np.uint64)
-        all_spaces = np.empty(starts[-1], object)
-        for space, (tables, keys) in probed.items():
-            at = (starts[groups[space]][:, None] + np.arange(keys.shape[1])[None, :]).ravel()
-            all_tables[at], all_keys[at], all_spaces[at] = tables.ravel(), keys.ravel(), space
-        names, shards = self.layout.buckets(all_spaces.tolist(), all_tables, all_keys)
-        return names, shards, starts.tolist()
-
-    def _batch(self) -> Batch:
-        return Batch(self.client)
-
-    def _call(self, fn: Any, *args: Any) -> Any:
-        """One round trip: timed, and its failures sorted into the error tree."""
-        start = time.perf_counter()
-        try:
-            return fn(*args)
-        except redis.AuthenticationError as exc:
-            raise ConfigError(f"Redis refused the credentials: {exc}") from exc
-        except (
-            redis.ConnectionError,
-            redis.TimeoutError,
-            redis.BusyLoadingError,
-            redis.exceptions.ClusterError,
-            redis.exceptions.TryAgainError,
-            redis.exceptions.ReadOnlyError,
-        ) as exc:
-            raise BackendUnavailable(f"Redis: {exc}") from exc
-        finally:
-            if self.observe is not None:
-                self.observe(time.perf_counter() - start)
-
-    def _eval(self, script: str, *args: Any) -> Any:
-        """A coordinator script: its first key, seq, routes it to the coordinator's slot.
-        EVAL rather than EVALSHA: Redis caches the compiled script either way, and EVAL
-        needs no reload after a restart or a failover."""
-        return self._call(self.client.eval, script, 1, self.layout.seq, self.prefix, *args)
-
     def templates(self, threshold: int) -> RedisTemplates:
         """The site-template model in this index's shards, shared by its consumers."""
-        return RedisTemplates(self, threshold)
+        return RedisTemplates(self.store, self.keep, threshold)
 
-    # ------------------------------------------------------------------ binding
+    # ------------------------------------------------------------------ plan
 
     def bind(self, version: str) -> None:
         meta = self.layout.meta
@@ -213,8 +154,8 @@ class RedisIndex(Maintenance):
                 "index its documents again under a new --index name"
             )
         if not have or "vectors" not in have:  # an index made before vectors had tables
-            for field, value in want.items():
-                self._call(self.client.hsetnx, meta, field, value)
+            for name, value in want.items():
+                self.store.call(self.client.hsetnx, meta, name, value)
             have = self.meta()
         what = {
             "layout": "key layout",
@@ -223,16 +164,16 @@ class RedisIndex(Maintenance):
             "vectors": "block scheme for vectors",
             "retention": "retention (seconds)",
         }
-        for field, value in want.items():
-            if have.get(field) != value:
+        for name, value in want.items():
+            if have.get(name) != value:
                 raise ConfigError(
-                    f"index {self.namespace!r} uses {what[field]} {have.get(field)}, not {value}"
+                    f"index {self.namespace!r} uses {what[name]} {have.get(name)}, not {value}"
                 )
 
     def meta(self) -> dict[str, str]:
         """What the index was made with (layout, version, scheme, retention); empty for
         an index nobody has written."""
-        got = self._call(self.client.hgetall, self.layout.meta)
+        got = self.store.call(self.client.hgetall, self.layout.meta)
         return {k.decode(): v.decode() for k, v in got.items()}
 
     @classmethod
@@ -267,24 +208,59 @@ class RedisIndex(Maintenance):
         index.bind(meta["version"])
         return index
 
-    # ------------------------------------------------------------------ lookup
+    # ------------------------------------------------------------------ keys
 
-    def _snapshot(self) -> Snapshot:
-        seq, first, log, cutoff, oldest, dictionary = self._eval(lua.SNAPSHOT, self.retention)
-        return Snapshot(
-            int(seq),
-            np.frombuffer(log, LOG),
-            int(first),
-            int(cutoff),
-            oldest.decode(),
-            int.from_bytes(dictionary, "little"),
-        )
+    def scheme_for(self, space: str) -> BlockScheme:
+        return scheme_for(space, self.scheme, self.vector_scheme)
+
+    def _probed_buckets(self, queries: Sequence[Query]) -> tuple[list[str], np.ndarray, list[int]]:
+        """The buckets a lookup reads, query by query: their names, shards, and where each
+        query's buckets start in them (and a last entry where the last one's end)."""
+        groups = _by_space([q.space for q in queries])
+        probed = {}  # space -> (tables, keys), one row per query of the space
+        counts = np.zeros(len(queries), np.intp)
+        for space, rows in groups.items():
+            scheme = self.scheme_for(space)
+            tables, keys = scheme.probe_array([queries[i].fingerprint for i in rows])
+            probed[space] = (np.broadcast_to(tables, keys.shape), keys)
+            counts[rows] = keys.shape[1]
+        starts = np.concatenate(([0], np.cumsum(counts)))
+        all_tables = np.zeros(starts[-1], np.int64)
+        all_keys = np.zeros(starts[-1], np.uint64)
+        all_spaces = np.empty(starts[-1], object)
+        for space, (tables, keys) in probed.items():
+            at = (starts[groups[space]][:, None] + np.arange(keys.shape[1])[None, :]).ravel()
+            all_tables[at], all_keys[at], all_spaces[at] = tables.ravel(), keys.ravel(), space
+        names, shards = self.layout.buckets(all_spaces.tolist(), all_tables, all_keys)
+        return names, shards, starts.tolist()
+
+    def _entered_buckets(
+        self, docs: Sequence[tuple[int, int, str, bytes]]
+    ) -> tuple[list[Any], np.ndarray, list[int], list[str], np.ndarray, np.ndarray]:
+        """The buckets committed documents (number, fingerprint, space, digest hash) enter:
+        their names and shards, the document of each, and its space, table and key."""
+        owners: list[int] = []
+        tables: list[np.ndarray] = []
+        keys: list[np.ndarray] = []
+        spaces: list[str] = []
+        for space, rows in _by_space([space for _, _, space, _ in docs]).items():
+            array = self.scheme_for(space).key_array([docs[i][1] for i in rows])
+            per = array.shape[1]
+            owners += [i for i in rows for _ in range(per)]
+            tables.append(np.tile(np.arange(per), len(rows)))
+            keys.append(array.ravel())
+            spaces += [space] * array.size
+        all_tables, all_keys = np.concatenate(tables), np.concatenate(keys)
+        names, shards = self.layout.buckets(spaces, all_tables, all_keys)
+        return names, shards, owners, spaces, all_tables, all_keys
+
+    # ------------------------------------------------------------------ lookup
 
     def lookup(self, queries: Sequence[Query]) -> list[Found]:
         if not queries:
             return []
-        snap = self._snapshot()
-        self._mark = snap.seq
+        snap = self.store.snapshot(self.retention)
+        self.mark = snap.seq
         if self.codec.with_dictionary and snap.dictionary != self.codec.dictionary_id:
             self._see_dictionary(snap.dictionary)
         if snap.oldest_pending:
@@ -292,14 +268,14 @@ class RedisIndex(Maintenance):
         names, shards, starts = self._probed_buckets(queries)
         groups = _by_shard(shards)
         dhs = [digest_hash(q.digest) for q in queries]
-        batch = self._batch()
+        batch = self.store.batch()
         for group in groups:
             keys = [names[i] for i in group]
             batch.add(keys[0], "MGET", *keys)
         for dh in dhs:
             key = self.layout.digest(dh)
             batch.add(key, "HGET", key, dh[2:])
-        replies = self._call(batch.execute)
+        replies = self.store.call(batch.execute)
         buckets: list[bytes | None] = [None] * len(names)
         for group, got in zip(groups, replies, strict=False):
             for i, v in zip(group, got, strict=True):
@@ -352,12 +328,12 @@ class RedisIndex(Maintenance):
             groups.setdefault(n // IDS_PER_HASH, []).append(n)
         if not groups:
             return {}
-        batch = self._batch()
+        batch = self.store.batch()
         for j, nums in groups.items():
             key = self.layout.ids(j)
             batch.add(key, "HMGET", key, *(n % IDS_PER_HASH for n in nums))
         out = {}
-        for nums, got in zip(groups.values(), self._call(batch.execute), strict=True):
+        for nums, got in zip(groups.values(), self.store.call(batch.execute), strict=True):
             out.update({n: r.decode() for n, r in zip(nums, got, strict=True) if r is not None})
         return out
 
@@ -381,108 +357,106 @@ class RedisIndex(Maintenance):
         by_shard: dict[int, list[str]] = {}
         for i in dict.fromkeys(ids):
             by_shard.setdefault(text_shard(i), []).append(i)
-        batch = self._batch()
+        batch = self.store.batch()
         for group in by_shard.values():
             keys = [key(i) for i in group]
             batch.add(keys[0], "MGET", *keys)
         out = {}
-        for group, got in zip(by_shard.values(), self._call(batch.execute), strict=True):
+        for group, got in zip(by_shard.values(), self.store.call(batch.execute), strict=True):
             out.update({i: bytes(r) for i, r in zip(group, got, strict=True) if r})
         return out
 
     def decisions(self, ids: Sequence[str]) -> dict[str, Decision]:
         if not ids:
             return {}
-        replies = self._call(self.client.mget, [self.layout.decision(i) for i in ids])
+        replies = self.store.call(self.client.mget, [self.layout.decision(i) for i in ids])
         return {i: parse_decision(r).decision for i, r in zip(ids, replies, strict=True) if r}
 
     # ------------------------------------------------------------------ commit
 
-    def commit(self, items: Sequence[Commit]) -> Committed:
-        return self._commit(items, [digest_hash(i.entry.digest) if i.entry else b"" for i in items])
-
-    def _commit(self, items: Sequence[Commit], dhs: list[bytes]) -> Committed:
+    def commit(
+        self, items: Sequence[Commit], digest_hashes: Sequence[bytes] | None = None
+    ) -> Committed:
+        """The index interface's commit; `digest_hashes`, one per item (b'' for one not
+        indexed), stand for the entries' digests where only their hashes are known (an
+        import: maintenance.restore)."""
+        if digest_hashes is None:
+            digest_hashes = [digest_hash(i.entry.digest) if i.entry else b"" for i in items]
         if not items:
             return Committed(0, {})
+        dhs = list(digest_hashes)
         indexing = [i.entry if not i.replay else None for i in items]
         for e in indexing:
             if e is not None and len(e.space.encode()) > 8:
                 raise ConfigError(f"fingerprint space {e.space!r} is longer than 8 bytes")
         written = self._write_texts(indexing)
-        keep_old = "1" if any(i.keep_previous for i in items) else "0"
-        done, upto, reply = len(items), self._mark, None
+        keep_old = any(i.keep_previous for i in items)
+        done, upto, reply = len(items), self.mark, None
         for _ in range(COMMIT_ROUNDS):
-            args: list[Any] = [  # ARGV[2..7] of scripts/commit.lua, then 8 per item
+            args = lua.commit_args(
+                self.layout,
                 upto,
-                done,
+                [
+                    lua.CommitItem.of(item, e, dh)
+                    for item, e, dh in zip(items[:done], indexing, dhs, strict=False)
+                ],
                 self.decision_ttl,
                 self.keep,
                 self.granularity,
                 keep_old,
-            ]
-            for item, e, dh in zip(items[:done], indexing, dhs, strict=False):
-                d = item.decision
-                kind = "r" if item.replay else ("e" if e is not None else "x")
-                name, entry = d.id, b""
-                if e is not None:
-                    name = e.id
-                    entry = (
-                        e.fingerprint.to_bytes(8, "little") + dh + e.space.encode().ljust(8, b"\0")
-                    )
-                head = header(d, e.space if e else None, dh if e else None)
-                prev = item.previous.digest if item.previous is not None else ""
-                args += [d.id, name, kind, head, d.to_json(), entry, prev, d.digest]
-            reply = self._eval(lua.COMMIT, *args)
-            if reply[0] == b"moved":
-                done = int(reply[1])
-            elif reply[0] == b"stale":
-                upto = int(reply[1])
-                done = min(done, self._first_conflict(indexing[:done], dhs, reply[2]))
+            )
+            reply = lua.CommitReply.parse(self.store.eval(args))
+            if reply.status == "moved":
+                done = reply.moved
+            elif reply.status == "stale":
+                upto = reply.seq
+                done = min(done, self._first_conflict(indexing[:done], dhs, reply.log))
             else:
                 break
             if done == 0:
                 break
         else:
             done = 0
-        if reply is None or reply[0] != b"ok" or done == 0:
+        if reply is None or reply.status != "ok" or done == 0:
             self._drop_texts([indexing[i].id for i in written])  # type: ignore[union-attr]
             return Committed(0, {})
 
         stored: dict[int, Decision] = {}
         applied: list[tuple[int, int, str, bytes]] = []
         unindexed = []  # texts that must not stay: written by us, or an old orphan
-        for i, (item, outcome) in enumerate(zip(items, reply[1], strict=False)):
+        for i, (item, outcome) in enumerate(zip(items, reply.outcomes, strict=False)):
             e = indexing[i]
-            if outcome.startswith(b"s"):
-                stored[i] = parse_decision(outcome[1:]).decision
+            if outcome.stored is not None:
+                stored[i] = outcome.stored.decision
                 if i in written and e is not None:
                     unindexed.append(e.id)
-            elif outcome.startswith(b"n"):
+            elif outcome.number:
                 assert e is not None
-                applied.append((int(outcome[1:]), e.fingerprint, e.space, dhs[i]))
+                applied.append((outcome.number, e.fingerprint, e.space, dhs[i]))
             elif not item.replay and item.previous is None:
                 unindexed.append(item.decision.id)
         unindexed += [indexing[i].id for i in written if i >= done]  # type: ignore[union-attr]
         # Versions that revisions replaced leave the shards before the new ones enter (a
         # revision back to an old content must find its digest field free); one numbered
         # and replaced in this very commit is not applied at all, only its text goes.
-        gone = [s.current for v in reply[3][:done] if v and (s := parse_decision(v)).current]
+        gone = [s.current for s in reply.replaced[:done] if s is not None and s.current]
         fresh = {num for num, *_ in applied}
         self._forget_versions(
             [v for v in gone if v.num not in fresh], [v.name for v in gone if v.num in fresh]
         )
         applied = [a for a in applied if a[0] not in {v.num for v in gone}]
         if applied:
-            self._apply(applied, reply[2].decode())
-        elif reply[2]:
-            self._eval(lua.APPLIED, reply[2].decode(), LOG_KEEP)
+            self._apply(applied, reply.member)
+        elif reply.member:
+            self.store.eval(lua.applied_args(self.layout, reply.member, LOG_KEEP))
         self._drop_texts(unindexed)
         return Committed(done, stored)
 
-    def _first_conflict(self, indexing: Sequence[Any], dhs: list[bytes], raw: bytes) -> int:
-        """Position of the first document to index that one committed meanwhile (in `raw`
-        log entries) makes stale: within k in the same space, or the same digest."""
-        log = np.frombuffer(raw, LOG)
+    def _first_conflict(
+        self, indexing: Sequence[Entry | None], dhs: list[bytes], log: np.ndarray
+    ) -> int:
+        """Position of the first document to index that one committed meanwhile (`log`
+        entries) makes stale: within k in the same space, or the same digest."""
         if not len(log):
             return len(indexing)
         for i, e in enumerate(indexing):
@@ -501,7 +475,7 @@ class RedisIndex(Maintenance):
         at = [i for i, e in enumerate(indexing) if e is not None]
         if not at:
             return set()
-        batch = self._batch()
+        batch = self.store.batch()
         expiry = ("EX", self.text_ttl) if self.text_ttl else ()
         values = []
         for i in at:
@@ -512,7 +486,7 @@ class RedisIndex(Maintenance):
                 key, value = self.layout.text(e.id), self.codec.pack(e.text)
             values.append(value)
             batch.add(key, "SET", key, value, "NX", *expiry)
-        written = {i for i, ok in zip(at, self._call(batch.execute), strict=True) if ok}
+        written = {i for i, ok in zip(at, self.store.call(batch.execute), strict=True) if ok}
         if self._sample is not None:
             for i, value in zip(at, values, strict=True):
                 e = indexing[i]
@@ -522,8 +496,6 @@ class RedisIndex(Maintenance):
                 self._learn(self._sample)
         return written
 
-    # ------------------------------------------------------------------ the text dictionary
-
     def _learn(self, sample: Sample) -> None:
         """Train the index's text dictionary on this process's sample and offer it: the
         first offer is the index's for good (SET NX), and every process packs with that."""
@@ -532,7 +504,7 @@ class RedisIndex(Maintenance):
             self._sample = Sample()
             return
         key, offer = self.layout.txdict, data
-        self.made_dictionary = bool(self._call(lambda: self.client.set(key, offer, nx=True)))
+        self.made_dictionary = bool(self.store.call(lambda: self.client.set(key, offer, nx=True)))
         self._load_dictionary(data if self.made_dictionary else None)
 
     def _see_dictionary(self, index_has: int) -> None:
@@ -543,13 +515,13 @@ class RedisIndex(Maintenance):
             self._load_dictionary()
         elif self.codec.dictionary is not None:
             key, ours = self.layout.txdict, self.codec.dictionary
-            self._call(lambda: self.client.set(key, ours, nx=True))
+            self.store.call(lambda: self.client.set(key, ours, nx=True))
 
     def _load_dictionary(self, data: bytes | None = None) -> None:
         """Pack with the index's text dictionary from now on (`data`, else read from the
         index), and pack again what this process wrote without it."""
         if data is None:
-            data = self._call(self.client.get, self.layout.txdict)
+            data = self.store.call(self.client.get, self.layout.txdict)
         if data is None:
             return  # none: a text that names one will say which it misses
         self.codec.use(data)
@@ -563,37 +535,29 @@ class RedisIndex(Maintenance):
         by_shard: dict[int, list[tuple[str, bytes, bytes]]] = {}
         for t in texts:
             by_shard.setdefault(text_shard(t[0]), []).append(t)
-        batch = self._batch()
+        batch = self.store.batch()
         for group in by_shard.values():
-            keys = [self.layout.text(name) for name, _, _ in group]
-            args = [v for _, first, again in group for v in (first, again)]
-            batch.add(keys[0], "EVAL", lua.REPACK, len(keys), *keys, *args)
+            args = lua.repack_args(
+                [self.layout.text(name) for name, _, _ in group],
+                [(first, again) for _, first, again in group],
+            )
+            batch.add(args.key, *args.command())
         if batch.commands:
-            self._call(batch.execute)
+            self.store.call(batch.execute)
 
     def _drop_texts(self, ids: Sequence[str]) -> None:
         if ids:
-            batch = self._batch()
+            batch = self.store.batch()
             for i in ids:
                 key = self.layout.text(i)
                 batch.add(key, "DEL", key, self.layout.vector(i))
-            self._call(batch.execute)
+            self.store.call(batch.execute)
+
+    # ------------------------------------------------------------------ apply
 
     def _apply(self, docs: Sequence[tuple[int, int, str, bytes]], member: str) -> None:
         """Step 4: the committed documents into the shards, then off the pending set."""
-        owners: list[int] = []  # the document of each bucket entry
-        tables: list[np.ndarray] = []
-        keys: list[np.ndarray] = []
-        spaces: list[str] = []
-        for space, rows in _by_space([space for _, _, space, _ in docs]).items():
-            array = self.scheme_for(space).key_array([docs[i][1] for i in rows])
-            per = array.shape[1]
-            owners += [i for i in rows for _ in range(per)]
-            tables.append(np.tile(np.arange(per), len(rows)))
-            keys.append(array.ravel())
-            spaces += [space] * array.size
-        all_tables, all_keys = np.concatenate(tables), np.concatenate(keys)
-        names, bucket_shards = self.layout.buckets(spaces, all_tables, all_keys)
+        names, bucket_shards, owners, spaces, tables, keys = self._entered_buckets(docs)
         entries = [fp.to_bytes(8, "little") + num.to_bytes(4, "little") for num, fp, _, _ in docs]
         shards: dict[int, _ShardApply] = {}
         for group in _by_shard(bucket_shards):
@@ -603,32 +567,29 @@ class RedisIndex(Maintenance):
         for num, _, _, dh in docs:
             part = shards.setdefault(dh[0] % SHARDS, _ShardApply([], [], []))
             part.digests.append(self.layout.digest(dh))
-            part.fields += [dh[2:], num]
+            part.fields.append((dh[2:], num))
         # A bucket is cut back to its newest max_bucket entries once it holds half as many
         # again: rewrites stay rare, and a lookup reads at most 1.5 x max_bucket entries.
         limit = self.max_bucket * ENTRY.itemsize * 3 // 2
         keep = self.max_bucket * ENTRY.itemsize
-        batch = self._batch()
+        batch = self.store.batch()
         for shard, part in shards.items():
-            batch.add(
-                part.names[0] if part.names else part.digests[0],
-                "EVAL",
-                lua.APPLY_SHARD,
-                len(part.names) + len(part.digests) + 1,
-                *part.names,
-                *part.digests,
+            args = lua.apply_shard_args(
+                part.names,
+                part.values,
+                part.digests,
+                part.fields,
                 self.layout.evicted(shard),
-                len(part.names),
                 limit,
                 keep,
                 self.keep,
-                *part.values,
-                *part.fields,
             )
+            batch.add(args.key, *args.command())
         cut: list[int] = []  # positions in names of the buckets cut back
-        for part, (evicted, *cuts) in zip(shards.values(), self._call(batch.execute), strict=True):
-            self.evicted += int(evicted)
-            cut += [part.positions[int(c) - 1] for c in cuts]
+        for part, raw in zip(shards.values(), self.store.call(batch.execute), strict=True):
+            reply = lua.ApplyShardReply.parse(raw)
+            self.evicted += reply.evicted
+            cut += [part.positions[c] for c in reply.cut]
         if cut:
             self.cuts += len(cut)
             log.warning(
@@ -638,13 +599,15 @@ class RedisIndex(Maintenance):
                 len(cut),
                 self.max_bucket,
                 ", ".join(
-                    f"space {spaces[i]} table {int(all_tables[i])} key {int(all_keys[i]):#x}"
+                    f"space {spaces[i]} table {int(tables[i])} key {int(keys[i]):#x}"
                     for i in cut[:CUTS_NAMED]
                 )
                 + (f" and {len(cut) - CUTS_NAMED} more" if len(cut) > CUTS_NAMED else ""),
                 self.evicted,
             )
-        self._eval(lua.APPLIED, member, LOG_KEEP)
+        self.store.eval(lua.applied_args(self.layout, member, LOG_KEEP))
+
+    # ------------------------------------------------------------------ repair
 
     def _repair(self, member: str) -> None:
         """Apply a range whose committer went away between its commit and its apply."""
@@ -652,14 +615,103 @@ class RedisIndex(Maintenance):
         if time.time() - when < REPAIR_AFTER:
             return
         claim = self.layout.repair(first)
-        if not self._call(lambda: self.client.set(claim, 1, nx=True, ex=60)):
+        if not self.store.call(lambda: self.client.set(claim, 1, nx=True, ex=60)):
             return  # another consumer is on it
-        base = int(self._call(self.client.get, self.layout.logbase) or 0)
+        base = int(self.store.call(self.client.get, self.layout.logbase) or 0)
         start, end = (first - 1 - base) * LOG.itemsize, (last - base) * LOG.itemsize - 1
-        raw = self._call(self.client.getrange, self.layout.log, start, end)
-        log = np.frombuffer(raw, LOG)
+        raw = self.store.call(self.client.getrange, self.layout.log, start, end)
+        entries = np.frombuffer(raw, LOG)
         docs = [
             (first + i, int(e["fp"]), bytes(e["space"]).rstrip(b"\0").decode(), bytes(e["dh"]))
-            for i, e in enumerate(log)
+            for i, e in enumerate(entries)
         ]
         self._apply(docs, member)
+
+    # ------------------------------------------------------------------ forget
+
+    def delete(self, ids: Sequence[str]) -> list[str]:
+        """Forget documents. The coordinator first (the numbers of every version lose
+        their names, so no lookup returns them from then on), then the shards give back
+        the memory."""
+        ids = list(dict.fromkeys(ids))
+        if not ids:
+            return []
+        replies = lua.delete_reply(self.store.eval(lua.delete_args(self.layout, ids)))
+        gone = [(i, s) for i, s in zip(ids, replies, strict=True) if s is not None]
+        # the id's own text too: one written for a commit that never came (a crash)
+        self._forget_versions([v for _, s in gone for v in s.versions], [i for i, _ in gone])
+        return [i for i, _ in gone]
+
+    def _forget_versions(self, versions: Sequence[Version], texts: Sequence[str] = ()) -> None:
+        """Versions that lookups no longer find (delete, or a revision that replaced
+        them): their bucket entries, digests and texts out of the shards."""
+        batch = self.store.batch()
+        for name in dict.fromkeys([*texts, *(v.name for v in versions)]):
+            text = self.layout.text(name)
+            batch.add(text, "DEL", text, self.layout.vector(name))
+        for v in versions:
+            for t, key in enumerate(self.scheme_for(v.space).keys([v.fingerprint])[0]):
+                bucket = lua.filter_bucket_args(self.layout.bucket(v.space, t, key), v.num)
+                batch.add(bucket.key, *bucket.command())
+            digest = lua.forget_digest_args(
+                self.layout.digest(v.digest_hash), v.digest_hash[2:], v.num
+            )
+            batch.add(digest.key, *digest.command())
+        if batch.commands:
+            self.store.call(batch.execute)
+
+    # ------------------------------------------------------------------ counts
+
+    def stats(self) -> dict[str, int]:
+        """What the index holds now and how it got there, from counts its scripts keep
+        with every change (keys.py), so at any size in one round trip: `documents`, the
+        versions a lookup can find (with --keep-old-versions, the earlier ones kept too);
+        `committed`, every version ever numbered; `replaced`, `deleted` and `expired`,
+        those gone by each cause since the counts began (at the index's first commit, or
+        at the upgrade of an index made before them, which is counted here once);
+        `evicted`, the bucket entries --max-bucket pushed out of the lookups' reads; the id
+        of the text dictionary (index.texts; 0 before the index has one). And the
+        server's memory (every primary of a cluster); the index's own is
+        maintenance.memory()."""
+        counts = self._counts()
+        if counts.get("counted") != "all" and int(counts["committed"]):
+            args = lua.count_ids_args(self.layout, COUNT_HASHES)
+            while not lua.count_ids_reply(self.store.eval(args)):
+                pass
+            counts = self._counts()
+        client: Any = self.client
+        if isinstance(client, RedisCluster):  # one answer per primary
+            info = self.store.call(
+                lambda: client.info("memory", target_nodes=RedisCluster.PRIMARIES)
+            )
+            used = sum(int(v["used_memory"]) for v in info.values())
+        else:
+            used = int(self.store.call(client.info, "memory")["used_memory"])
+        return {
+            **{k: int(counts.get(k) or 0) for k in COUNTS},
+            "evicted": self._evicted(),
+            "text_dictionary": int(counts["text_dictionary"]),
+            "server_used_memory": used,
+        }
+
+    def _evicted(self) -> int:
+        """Bucket entries pushed out of the lookups' reads by --max-bucket, every shard's."""
+        batch = self.store.batch()
+        for shard in range(SHARDS):
+            key = self.layout.evicted(shard)
+            batch.add(key, "GET", key)
+        return sum(int(v or 0) for v in self.store.call(batch.execute))
+
+    def _counts(self) -> dict[str, str]:
+        """The counts, and `committed` (seq) read after them: never fewer than them; and
+        the id of the text dictionary (0: none yet)."""
+        batch = self.store.batch()  # in order, on the coordinator
+        batch.add(self.layout.counts, "HGETALL", self.layout.counts)
+        batch.add(self.layout.seq, "GET", self.layout.seq)
+        batch.add(self.layout.txdict, "GETRANGE", self.layout.txdict, 4, 7)
+        counts, seq, dictionary = self.store.call(batch.execute)
+        return {
+            **{k.decode(): v.decode() for k, v in counts.items()},
+            "committed": (seq or b"0").decode(),
+            "text_dictionary": str(int.from_bytes(dictionary, "little")),
+        }

@@ -1,9 +1,24 @@
-"""The index's Lua scripts, read once from the package's scripts/ directory. Each file's
-header says what its KEYS and ARGV are and what it answers."""
+"""The index's Lua scripts, read once from the package's scripts/ directory, each with a
+typed pair beside it: a builder of its KEYS and ARGV (`<script>_args`, an `Args`: one
+EVAL) and a parser of its reply (`<Script>Reply.parse`, or `<script>_reply` for a plain
+number), so that no caller packs ARGV or decodes a reply by hand. Each script's header
+says what its KEYS and ARGV are and what it answers; its pair follows it field by field.
+
+The coordinator's scripts (store.Store.eval) all take KEYS[1] = C .. 'seq', which routes
+them to the coordinator's slot, and ARGV[1] = C, its prefix; the shards' run one EVAL per
+shard in a cluster.Batch, routed by their first key (`Args.key`)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from importlib.resources import files
+from typing import Any, Literal
+
+import numpy as np
+
+from .. import Commit, Entry
+from .keys import LOG, Layout, Stored, header, parse_decision
 
 
 def _script(name: str, *before: str) -> str:
@@ -14,7 +29,7 @@ def _script(name: str, *before: str) -> str:
     )
 
 
-# the coordinator's (RedisIndex._eval)
+# the coordinator's (store.Store.eval)
 SNAPSHOT = _script("snapshot")
 COMMIT = _script("commit", "versions")
 APPLIED = _script("applied")
@@ -28,3 +43,283 @@ FORGET_DIGEST = _script("forget_digest")
 SWEEP_DIGESTS = _script("sweep_digests")
 LEARN_TEMPLATE = _script("learn_template")
 REPACK = _script("repack")
+
+
+@dataclass(frozen=True)
+class Args:
+    """One EVAL of a script: its KEYS and ARGV, in the order its header gives them."""
+
+    script: str
+    keys: tuple[Any, ...]
+    argv: tuple[Any, ...]
+
+    @property
+    def key(self) -> Any:
+        """The key that routes it (a cluster.Batch's `add`)."""
+        return self.keys[0]
+
+    def command(self) -> tuple[Any, ...]:
+        return ("EVAL", self.script, len(self.keys), *self.keys, *self.argv)
+
+
+def _coordinator(script: str, layout: Layout, *argv: Any) -> Args:
+    return Args(script, (layout.seq,), (layout.prefix, *argv))
+
+
+def _log(raw: bytes) -> np.ndarray:
+    return np.frombuffer(raw, LOG)
+
+
+# ---------------------------------------------------------------------- the coordinator's
+
+
+def snapshot_args(layout: Layout, retention: int) -> Args:
+    return _coordinator(SNAPSHOT, layout, retention)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """SNAPSHOT's reply: what a lookup reads before the shards."""
+
+    seq: int  # the lookup's mark: a commit checks what was committed after it
+    log: np.ndarray = field(compare=False)  # LOG entries numbered first+1 .. seq
+    first: int
+    cutoff: int  # numbers at or below it are older than the retention horizon
+    oldest_pending: str  # the oldest pending range "first:last:time", or ''
+    dictionary: int  # the id of the index's text dictionary, 0 before it has one
+
+    @classmethod
+    def parse(cls, raw: Sequence[Any]) -> Snapshot:
+        seq, first, log, cutoff, oldest, dictionary = raw
+        return cls(
+            int(seq),
+            _log(log),
+            int(first),
+            int(cutoff),
+            oldest.decode(),
+            int.from_bytes(dictionary, "little"),
+        )
+
+
+Kind = Literal["e", "x", "r"]  # to index, a decision only, a replay (commit.lua)
+
+
+@dataclass(frozen=True)
+class CommitItem:
+    """One item of a COMMIT: its 8 ARGV, in order (commit.lua)."""
+
+    id: str
+    name: str  # the version's name the id map gets
+    kind: Kind
+    head: str  # keys.header(), the rest of the header after '{"n":N,'
+    json: str
+    entry: bytes  # kind 'e': its LOG entry; otherwise b''
+    prev: str  # the digest of the decision it revises, '' for an id found undecided
+    mine: str  # the digest of the content decided on
+
+    @classmethod
+    def of(cls, item: Commit, entry: Entry | None, dh: bytes) -> CommitItem:
+        """`item`, indexed as `entry` (None: not indexed) under the digest hash `dh`."""
+        d = item.decision
+        kind: Kind = "r" if item.replay else ("e" if entry is not None else "x")
+        name, log = d.id, b""
+        if entry is not None:
+            name = entry.id
+            log = (
+                entry.fingerprint.to_bytes(8, "little") + dh + entry.space.encode().ljust(8, b"\0")
+            )
+        head = header(d, entry.space if entry else None, dh if entry else None)
+        prev = item.previous.digest if item.previous is not None else ""
+        return cls(d.id, name, kind, head, d.to_json(), log, prev, d.digest)
+
+
+def commit_args(
+    layout: Layout,
+    upto: int,
+    items: Sequence[CommitItem],
+    decision_ttl: int,
+    keep: int,
+    granularity: int,
+    keep_old: bool,
+) -> Args:
+    fixed = (upto, len(items), decision_ttl, keep, granularity, "1" if keep_old else "0")
+    per_item = (
+        a for i in items for a in (i.id, i.name, i.kind, i.head, i.json, i.entry, i.prev, i.mine)
+    )
+    return _coordinator(COMMIT, layout, *fixed, *per_item)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What COMMIT did with one item: indexed it under `number`, or left the id's
+    `stored` decision as it was (decided meanwhile on this content), or neither (a
+    replay, or a decision stored without indexing)."""
+
+    number: int = 0
+    stored: Stored | None = None
+
+
+@dataclass(frozen=True)
+class CommitReply:
+    """COMMIT's reply: 'ok' (written), 'stale' (seq moved: the `log` of what came
+    meanwhile, up to `seq`), 'moved' (item `moved` + 1 met a conflict on its id) or
+    'relookup' (the log no longer reaches back to the lookup)."""
+
+    status: Literal["ok", "stale", "moved", "relookup"]
+    seq: int = 0
+    log: np.ndarray = field(default_factory=lambda: _log(b""), compare=False)
+    moved: int = 0
+    outcomes: tuple[Outcome, ...] = ()
+    member: str = ""  # the pending range to apply, '' when nothing was numbered
+    replaced: tuple[Stored | None, ...] = ()  # per item: the decision that left the index
+
+    @classmethod
+    def parse(cls, raw: Sequence[Any]) -> CommitReply:
+        status = raw[0].decode()
+        if status == "stale":
+            return cls("stale", seq=int(raw[1]), log=_log(raw[2]))
+        if status == "moved":
+            return cls("moved", moved=int(raw[1]))
+        if status != "ok":
+            return cls("relookup")
+        return cls(
+            "ok",
+            outcomes=tuple(_outcome(o) for o in raw[1]),
+            member=raw[2].decode(),
+            replaced=tuple(parse_decision(v) if v else None for v in raw[3]),
+        )
+
+
+def _outcome(raw: bytes) -> Outcome:
+    if raw.startswith(b"s"):
+        return Outcome(stored=parse_decision(raw[1:]))
+    if raw.startswith(b"n"):
+        return Outcome(number=int(raw[1:]))
+    return Outcome()
+
+
+def applied_args(layout: Layout, member: str, keep: int) -> Args:
+    return _coordinator(APPLIED, layout, member, keep)
+
+
+def applied_reply(raw: Any) -> int:
+    """The applied mark: every document numbered at or below it is in the shards."""
+    return int(raw)
+
+
+def delete_args(layout: Layout, ids: Sequence[str]) -> Args:
+    return _coordinator(DELETE, layout, *ids)
+
+
+def delete_reply(raw: Sequence[bytes]) -> list[Stored | None]:
+    """Per id, what its decision key held (None: the index did not know it)."""
+    return [parse_decision(v) if v else None for v in raw]
+
+
+def sweep_ids_args(layout: Layout, cutoff: int, chunk: int) -> Args:
+    return _coordinator(SWEEP_IDS, layout, cutoff, chunk)
+
+
+def sweep_ids_reply(raw: Any) -> int:
+    """The number the id map is swept to: the cutoff once done, else less."""
+    return int(raw)
+
+
+def count_ids_args(layout: Layout, chunk: int) -> Args:
+    return _coordinator(COUNT_IDS, layout, chunk)
+
+
+def count_ids_reply(raw: Any) -> bool:
+    """Every id hash counted (else call again)."""
+    return bool(int(raw))
+
+
+# ---------------------------------------------------------------------- a shard's
+
+
+def apply_shard_args(
+    buckets: Sequence[Any],
+    entries: Sequence[bytes],
+    digests: Sequence[str],
+    fields: Sequence[tuple[bytes, int]],
+    evicted: str,
+    limit: int,
+    keep: int,
+    ttl: int,
+) -> Args:
+    """`entries[i]` appended to `buckets[i]`; `fields[j]` (field, number) set in the digest
+    hash `digests[j]`; `evicted`, the shard's counter."""
+    return Args(
+        APPLY_SHARD,
+        (*buckets, *digests, evicted),
+        (len(buckets), limit, keep, ttl, *entries, *(a for f in fields for a in f)),
+    )
+
+
+@dataclass(frozen=True)
+class ApplyShardReply:
+    evicted: int  # entries pushed out of the lookups' reads
+    cut: tuple[int, ...]  # positions (from 0) in `buckets` of the buckets cut back
+
+    @classmethod
+    def parse(cls, raw: Sequence[Any]) -> ApplyShardReply:
+        evicted, *cut = raw
+        return cls(int(evicted), tuple(int(c) - 1 for c in cut))
+
+
+def filter_bucket_args(bucket: Any, num: int) -> Args:
+    return Args(FILTER_BUCKET, (bucket,), (num,))
+
+
+def filter_bucket_reply(raw: Any) -> bool:
+    """The bucket held the number."""
+    return bool(int(raw))
+
+
+def forget_digest_args(digests: str, field: bytes, num: int) -> Args:
+    return Args(FORGET_DIGEST, (digests,), (field, num))
+
+
+def forget_digest_reply(raw: Any) -> bool:
+    """The field named the number, and was removed."""
+    return bool(int(raw))
+
+
+def sweep_digests_args(digests: Sequence[str], cutoff: int) -> Args:
+    return Args(SWEEP_DIGESTS, tuple(digests), (cutoff,))
+
+
+def sweep_digests_reply(raw: Any) -> int:
+    """The number of fields removed."""
+    return int(raw)
+
+
+def learn_template_args(
+    pairs: str,
+    counts: str,
+    max_lines: int,
+    threshold: int,
+    ttl: int,
+    lines: Sequence[tuple[int, bytes]],
+) -> Args:
+    """`lines`: (URL, line) bit and line key of each line of the page."""
+    return Args(
+        LEARN_TEMPLATE,
+        (pairs, counts),
+        (max_lines, threshold, ttl, *(a for line in lines for a in line)),
+    )
+
+
+def learn_template_reply(raw: Any) -> int:
+    """The lines counted (those not yet counted for this URL)."""
+    return int(raw)
+
+
+def repack_args(texts: Sequence[str], forms: Sequence[tuple[bytes, bytes]]) -> Args:
+    """`forms[i]`: the form `texts[i]` was written with, and the one to replace it with."""
+    return Args(REPACK, tuple(texts), tuple(a for f in forms for a in f))
+
+
+def repack_reply(raw: Any) -> int:
+    """How many texts were replaced."""
+    return int(raw)

@@ -11,28 +11,26 @@ the model is young; a decision, once stored, is what every redelivery of its rec
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from ...templates import MAX_LINES, Lesson
-from .cluster import Batch
-from .keys import Layout
-from .lua import LEARN_TEMPLATE
+from . import lua
+from .store import Store
 
 
 class RedisTemplates:
-    def __init__(self, index: Any, threshold: int) -> None:
+    """The model in an index's shards, through its `store`; `ttl`, the seconds it lives
+    after its last lesson (RedisIndex.keep: as long as the index's entries, 0: for ever)."""
+
+    def __init__(self, store: Store, ttl: int, threshold: int) -> None:
         if threshold < 1:
             raise ValueError("a template line is seen on at least one URL")
-        self.index = index  # a RedisIndex: its client, layout, retention and error mapping
+        self.store = store
+        self.layout = store.layout
+        self.ttl = ttl
         self.threshold = threshold
 
-    @property
-    def layout(self) -> Layout:
-        layout: Layout = self.index.layout
-        return layout
-
     def template(self, pages: Sequence[Lesson]) -> list[set[int]]:
-        batch = Batch(self.index.client)
+        batch = self.store.batch()
         for page in pages:
             pairs, counts = self.layout.template(page.host)
             if page.keys:
@@ -40,7 +38,7 @@ class RedisTemplates:
                     pairs, "BITFIELD_RO", pairs, *[a for b in page.bits for a in ("GET", "u1", b)]
                 )
                 batch.add(counts, "HMGET", counts, *map(_field, page.keys))
-        replies = iter(self.index._call(batch.execute) if batch.commands else [])
+        replies = iter(self.store.call(batch.execute) if batch.commands else [])
         out: list[set[int]] = []
         for page in pages:
             if not page.keys:
@@ -57,25 +55,16 @@ class RedisTemplates:
         return out
 
     def learn(self, pages: Sequence[Lesson]) -> None:
-        batch = Batch(self.index.client)
-        ttl = self.index.keep
+        batch = self.store.batch()
         for page in pages:
             pairs, counts = self.layout.template(page.host)
-            args = [a for k, b in zip(page.keys, page.bits, strict=True) for a in (b, _field(k))]
-            batch.add(
-                pairs,
-                "EVAL",
-                LEARN_TEMPLATE,
-                2,
-                pairs,
-                counts,
-                MAX_LINES,
-                self.threshold,
-                ttl,
-                *args,
+            lines = [(b, _field(k)) for k, b in zip(page.keys, page.bits, strict=True)]
+            args = lua.learn_template_args(
+                pairs, counts, MAX_LINES, self.threshold, self.ttl, lines
             )
+            batch.add(args.key, *args.command())
         if batch.commands:
-            self.index._call(batch.execute)
+            self.store.call(batch.execute)
 
 
 def _field(key: int) -> bytes:
