@@ -37,7 +37,12 @@ from .cluster import Batch
 from .index import RedisIndex
 from .keys import ENTRY, IDS_PER_HASH, SHARDS, digest_hash
 
-CHUNK = 1 << 20  # documents a chunk: some 16 entries a bucket of a 16-bit table, per APPEND
+# Documents a chunk. Each bucket gets one APPEND a chunk; written once, its string is
+# allocated to its size, while every APPEND to an existing one leaves Redis room for as
+# much again (sds growth), which a bucket keeps: 10^7 documents in one chunk of
+# 16-bit tables take some 1 GB of keys and entries on the client.
+CHUNK = 1 << 24
+STEP = 1 << 16  # documents a round trip of decisions, ids and digests (a multiple of 128)
 MSET_PAIRS = 5_000  # decision keys a command
 PIPELINE = 20_000  # commands a round trip
 TEXT_SPACE = "t"  # engine.TEXT_SPACE (not imported: the engine is not the index's business)
@@ -107,50 +112,63 @@ def load(
     _write_texts(index, ids, texts or {})
 
     appends = evicted = cut = 0
+    width = max(scheme.key_bits())
+    key_type = np.uint16 if width <= 16 else np.uint32 if width <= 32 else np.uint64
     for first in range(0, n, chunk):
         last = min(n, first + chunk)
-        nums = np.arange(first + 1, last + 1, dtype=np.uint32)
         entries = np.empty(last - first, ENTRY)
-        entries["fp"], entries["num"] = fps[first:last], nums
-        keys = scheme.key_array(fps[first:last])  # type: ignore[arg-type]  # any array
+        entries["fp"] = fps[first:last]
+        entries["num"] = np.arange(first + 1, last + 1, dtype=np.uint32)
+        # every table's keys of the chunk, in as few bytes as they need
+        keys = np.empty((last - first, len(scheme.key_bits())), key_type)
+        for at in range(first, last, STEP):
+            part = fps[at : min(last, at + STEP)]
+            keys[at - first : at - first + len(part)] = scheme.key_array(part)  # type: ignore[arg-type]
         for table in range(keys.shape[1]):
-            got = _append_table(index, space, table, keys[:, table], entries)
+            got = _append_table(index, space, table, keys[:, table].astype(np.uint64), entries)
             appends += got[0]
             evicted += got[1]
             cut += got[2]
-
-        batch = Batch(client)
-        hexes = [f"{fp:016x}" for fp in fps[first:last].tolist()]
-        pairs: list[str] = []
-        for at in range(first, last):
-            doc_id, dg, dh = ids[at], digest(at), dhs[at].tobytes()
-            head = (
-                f'#{{"n":{at + 1},"r":0,"dg":{json.dumps(dg, ensure_ascii=False)},'
-                f'"s":{space_json},"dh":"{dh.hex()}","fp":"{hexes[at - first]}"}}\n'
-            )
-            body = (
-                f'{{"id": {json.dumps(doc_id, ensure_ascii=False)}, "decision": "unique", '
-                f'"duplicate_of": null, "distance": null, "similarity": null, '
-                f'"fingerprint": "{hexes[at - first]}"' + tail
-            )
-            pairs += [layout.decision(doc_id), head + body]
-            if len(pairs) == 2 * MSET_PAIRS:
+        del keys, entries
+        say(f"bulk load: the block tables of {last:,} of {n:,} documents written")
+        for at in range(first, last, STEP):
+            batch = Batch(client)
+            upto = min(last, at + STEP)
+            hexes = [f"{fp:016x}" for fp in fps[at:upto].tolist()]
+            pairs: list[str] = []
+            for i in range(at, upto):
+                doc_id, dg, dh = ids[i], digest(i), dhs[i].tobytes()
+                head = (
+                    f'#{{"n":{i + 1},"r":0,"dg":{json.dumps(dg, ensure_ascii=False)},'
+                    f'"s":{space_json},"dh":"{dh.hex()}","fp":"{hexes[i - at]}"}}\n'
+                )
+                body = (
+                    f'{{"id": {json.dumps(doc_id, ensure_ascii=False)}, "decision": "unique", '
+                    f'"duplicate_of": null, "distance": null, "similarity": null, '
+                    f'"fingerprint": "{hexes[i - at]}"' + tail
+                )
+                pairs += [layout.decision(doc_id), head + body]
+                if len(pairs) == 2 * MSET_PAIRS:
+                    batch.add(pairs[0], "MSET", *pairs)
+                    pairs = []
+            if pairs:
                 batch.add(pairs[0], "MSET", *pairs)
-                pairs = []
-        if pairs:
-            batch.add(pairs[0], "MSET", *pairs)
-        for j in range((first + 1) // IDS_PER_HASH, last // IDS_PER_HASH + 1):
-            lo, hi = max(first + 1, j * IDS_PER_HASH), min(last, (j + 1) * IDS_PER_HASH - 1)
-            fields = [v for num in range(lo, hi + 1) for v in (num % IDS_PER_HASH, ids[num - 1])]
-            if fields:
-                batch.add(layout.ids(j), "HSET", layout.ids(j), *fields)
-        by_key: dict[str, list[Any]] = {}
-        for at in range(first, last):
-            if named[at]:
-                dh = dhs[at].tobytes()
-                by_key.setdefault(layout.digest(dh), []).extend((dh[2:], at + 1))
-        for key, fields in by_key.items():
-            batch.add(key, "HSET", key, *fields)
+            for j in range((at + 1) // IDS_PER_HASH, upto // IDS_PER_HASH + 1):
+                lo, hi = max(at + 1, j * IDS_PER_HASH), min(upto, (j + 1) * IDS_PER_HASH - 1)
+                fields = [
+                    v for num in range(lo, hi + 1) for v in (num % IDS_PER_HASH, ids[num - 1])
+                ]
+                if fields:  # a hash that spans two steps gets an HSET from each
+                    batch.add(layout.ids(j), "HSET", layout.ids(j), *fields)
+            by_key: dict[str, list[Any]] = {}
+            for i in range(at, upto):
+                if named[i]:
+                    dh = dhs[i].tobytes()
+                    by_key.setdefault(layout.digest(dh), []).extend((dh[2:], i + 1))
+            for key, fields in by_key.items():
+                batch.add(key, "HSET", key, *fields)
+            _run(batch)
+        batch = Batch(client)
         batch.add(layout.counts, "HINCRBY", layout.counts, "documents", last - first)
         batch.add(layout.seq, "SET", layout.seq, last)
         batch.add(layout.logbase, "SET", layout.logbase, last)
