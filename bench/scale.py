@@ -182,7 +182,7 @@ def main() -> int:
     before = used_memory(client)
     got = load(index, engine.version, ids, fps, digests, texts, progress=say)
     added = used_memory(client) - before
-    del ids, digests, fps
+    del digests, fps
     print(
         f"load: {got.seconds:,.1f} s, {n / got.seconds:,.0f} docs/s "
         f"({got.appends:,} APPENDs; evicted {got.evicted}, buckets cut {got.cut})",
@@ -193,6 +193,7 @@ def main() -> int:
     say("weighing the key families" + (" (every key)" if args.exact else " (a sample)"))
     fp = index.memory(exact=args.exact)
     weigh(fp, n, len(texts), scheme)
+    weigh_texts(client, index, [ids[at] for at in texts])
 
     grown(client, index, args.seed)
 
@@ -244,6 +245,21 @@ def weigh(fp: Any, n: int, n_texts: int, scheme: BlockScheme) -> None:
                 f"{fp.bytes[fam] / n:,.1f} B a document, {fp.keys[fam]:,.0f} keys",
                 flush=True,
             )
+
+
+def weigh_texts(client: Any, index: RedisIndex, ids: list[str]) -> None:
+    """The texts weighed one by one: a sample of the server's keys holds too few of them."""
+    batch = Batch(client)
+    for i in ids:
+        key = index.layout.text(i)
+        batch.add(key, "MEMORY", "USAGE", key, "SAMPLES", "0")
+    batch.add(index.layout.txdict, "MEMORY", "USAGE", index.layout.txdict, "SAMPLES", "0")
+    *sizes, dictionary = [int(w or 0) for w in batch.execute()]
+    print(
+        f"texts, every key weighed: {len(sizes):,} tx keys, {sum(sizes):,} B, "
+        f"{sum(sizes) / max(1, len(sizes)):,.0f} B a text; txdict {dictionary:,} B",
+        flush=True,
+    )
 
 
 def grown(client: Any, index: RedisIndex, seed: int, buckets: int = 1000) -> None:
