@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from detector import __version__
@@ -174,7 +174,7 @@ def loaded(backend: Any, names: list[str]) -> tuple[RedisIndex, Docs]:
     return bulk_index(backend, names, docs, chunk=1 << 24), docs  # the default: one chunk
 
 
-@fixtured(max_examples=12)
+@settings(fixtured(max_examples=12), derandomize=True)  # the same examples every run
 @given(data=st.data())
 def test_lookup_after_bulk_load_finds_what_brute_force_finds(
     loaded: tuple[RedisIndex, Docs], data: st.DataObject

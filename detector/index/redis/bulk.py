@@ -1,7 +1,8 @@
 """Bulk load: many documents into an empty Redis index of key layout 2 (keys.py), decided
 "unique", without the COMMIT and APPLY scripts, into the state that committing them one
-batch at a time would have left (but the log: the load ends with an empty one, which is
-where APPLIED's trimming would lead):
+batch at a time would have left, but for the log: the commits would keep up to 2 x 65,536
+recent entries in it (APPLIED trims it only now and then), the load leaves it empty with
+logbase = seq, which lookups and commits read as "nothing recent" (SNAPSHOT, COMMIT):
 
   coordinator  meta (bound through RedisIndex.bind), seq = logbase = N, no log or pending,
                counts {counted: all, documents: N}, the id map, a decision key per
