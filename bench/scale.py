@@ -48,7 +48,7 @@ from redis.cluster import RedisCluster  # noqa: E402
 
 from detector.blocks import BlockScheme  # noqa: E402
 from detector.index import Query  # noqa: E402
-from detector.index.redis import Batch, RedisIndex  # noqa: E402
+from detector.index.redis import Batch, RedisIndex, maintenance  # noqa: E402
 from detector.index.redis.bulk import load  # noqa: E402
 from detector.index.redis.keys import ENTRY  # noqa: E402
 from detector.pipeline import Limits, prepare  # noqa: E402
@@ -191,7 +191,7 @@ def main() -> int:
     print(f"INFO used_memory: +{added:,} bytes, {added / n:,.1f} B a document", flush=True)
 
     say("weighing the key families" + (" (every key)" if args.exact else " (a sample)"))
-    fp = index.memory(exact=args.exact)
+    fp = maintenance.memory(index, exact=args.exact)
     weigh(fp, n, len(texts), scheme)
     weigh_texts(client, index, [ids[at] for at in texts])
 
@@ -206,7 +206,7 @@ def main() -> int:
 
     if not args.keep:
         say("dropping the index")
-        index.drop()
+        maintenance.drop(index)
     client.close()
     return 0
 

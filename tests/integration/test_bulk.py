@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from detector import __version__
 from detector.errors import ConfigError
 from detector.index import Commit, Entry, Query
-from detector.index.redis import RedisIndex
+from detector.index.redis import RedisIndex, maintenance
 from detector.index.redis.bulk import load
 from detector.index.texts import SAMPLE_TEXTS
 from detector.pipeline import Limits, prepare
@@ -199,7 +199,7 @@ def test_the_normal_path_carries_on_after_a_bulk_load(
     n = len(docs.ids)
     stats = index.stats()
     assert (stats["documents"], stats["committed"], stats["deleted"]) == (n, n, 0)
-    exported = list(index.documents())
+    exported = list(maintenance.documents(index))
     assert sorted(r["decision"]["id"] for r in exported) == sorted(docs.ids)
     with_text = {r["id"]: r["text"] for r in exported if "text" in r}
     assert with_text == {docs.ids[at]: text for at, text in docs.texts.items()}

@@ -38,6 +38,8 @@ The files, from the bottom up (each imports only files above it):
                   and the counts (stats)
   maintenance.py  functions of a RedisIndex: sweep, export (documents) and import
                   (restore), keys, drop, memory
+  bulk.py         load many documents into an empty index without the per-batch scripts,
+                  leaving the keys the commits leave (bench/scale.py's 10^7)
 """
 
 from .cluster import Batch
