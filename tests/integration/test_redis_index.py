@@ -219,8 +219,8 @@ def test_a_hot_bucket_is_cut_back_on_the_server(
 
 
 def backend_strlen(index: RedisIndex, scheme: BlockScheme, fp: int, table: int) -> int:
-    key = index.layout.bucket("t", table, scheme.keys([fp])[0][table])
-    return int(index.client.strlen(key))
+    key, field = index.layout.bucket("t", table, scheme.keys([fp])[0][table])
+    return int(index.client.hstrlen(key, str(field)))
 
 
 # ----------------------------------------------- Redis: the log, a dead committer, export

@@ -20,7 +20,7 @@ import redis
 from redis.cluster import RedisCluster
 
 from ...blocks import BlockScheme
-from ...errors import ConfigError
+from ...errors import BackendUnavailable, ConfigError
 from ...records import Decision
 from ...vectors import default_vector_scheme, unpack
 from .. import DEFAULT_MAX_BUCKET, Candidate, Commit, Committed, Entry, Found, Query, scheme_for
@@ -35,6 +35,7 @@ from .keys import (
     Layout,
     Version,
     digest_hash,
+    fields,
     parse_decision,
     text_shard,
 )
@@ -44,6 +45,10 @@ from .templates import RedisTemplates
 
 __all__ = ["RedisIndex", "Snapshot"]
 
+# The settings of the bucket hashes' listpack encoding and the least the index needs:
+# Redis's defaults, which keep a hash of a few dozen buckets of a few entries compact.
+LISTPACK = {"hash-max-listpack-entries": 512, "hash-max-listpack-value": 64}
+MIGRATES_FROM = ("2",)  # layouts `neardup index migrate` takes across
 LOG_KEEP = 65_536  # log entries kept below the applied mark, for slow consumers' checks
 CUTS_NAMED = 8  # buckets cut back that a log line names; the rest are counted
 REPAIR_AFTER = 30.0  # seconds a committed range may stay unapplied before others apply it
@@ -62,9 +67,11 @@ class _ShardApply:
 
     positions: list[int]
     names: list[Any]
+    fields: list[int]
     values: list[bytes]
+    spaces: set[str] = field(default_factory=set)
     digests: list[str] = field(default_factory=list)
-    fields: list[tuple[bytes, int]] = field(default_factory=list)
+    digest_fields: list[tuple[bytes, int]] = field(default_factory=list)
 
 
 def _by_space(spaces: Sequence[str]) -> dict[str, list[int]]:
@@ -80,6 +87,46 @@ def _by_shard(shards: np.ndarray) -> list[list[int]]:
     order = np.argsort(shards, kind="stable")
     cuts = np.flatnonzero(np.diff(shards[order])) + 1
     return [g.tolist() for g in np.split(order, cuts)] if len(order) else []
+
+
+def _layout_problem(namespace: str, layout: str) -> str:
+    """Why an index of another key layout is refused, and the way across."""
+    if layout in MIGRATES_FROM:
+        return (
+            f"index {namespace!r} is in key layout {layout}, not {LAYOUT}: stop its "
+            f"consumers, then run `neardup index migrate --index {namespace}` (with the "
+            "same Redis options) to rebuild its block tables in place"
+        )
+    return (
+        f"index {namespace!r} is in key layout {layout}, not {LAYOUT}: index its documents "
+        "again under a new --index name"
+    )
+
+
+def check_encodings(client: redis.Redis | RedisCluster) -> None:
+    """The server settings the bucket hashes' compact encoding relies on (keys.py):
+    refused if lower than Redis's defaults, a warning where CONFIG is not permitted."""
+    try:
+        got: Any = client.config_get("hash-max-listpack-*")
+    except redis.ResponseError as exc:  # an ACL without CONFIG, a managed service
+        log.warning(
+            "could not check the server's hash-max-listpack-entries and "
+            "hash-max-listpack-value (CONFIG GET: %s); the index's bucket hashes need at "
+            "least %s to stay compact",
+            exc,
+            " and ".join(f"{k} {v}" for k, v in LISTPACK.items()),
+        )
+        return
+    except (redis.ConnectionError, redis.TimeoutError) as exc:
+        raise BackendUnavailable(f"Redis: {exc}") from exc
+    for name, least in LISTPACK.items():
+        value = got.get(name)
+        if value is not None and int(value) < least:
+            raise ConfigError(
+                f"the Redis server has {name} {value}; the index needs at least {least} "
+                "(its bucket hashes would lose their compact listpack encoding): set it "
+                "in the server's configuration (ops/redis/redis.conf)"
+            )
 
 
 class RedisIndex:
@@ -121,6 +168,7 @@ class RedisIndex:
         self.keep = keep  # indexed documents' decisions live as long as their entries
         self.max_bucket = max_bucket
         self.mark = 0  # seq at the last lookup: a commit checks what came after it
+        self.cutoff = 0  # the retention cutoff at the last lookup (the apply prunes by it)
         self.swept_to = 0  # the next shard whose digests a sweep filters (maintenance)
         # Entries this process pushed out of a bucket's reads, and the buckets it cut back
         # (serve's metrics; `stats` has the index's total, from every process)
@@ -153,6 +201,9 @@ class RedisIndex:
                 f"index {self.namespace!r} was written in an older key layout; "
                 "index its documents again under a new --index name"
             )
+        if have and have["layout"] != LAYOUT:
+            raise ConfigError(_layout_problem(self.namespace, have["layout"]))
+        check_encodings(self.client)
         if not have or "vectors" not in have:  # an index made before vectors had tables
             for name, value in want.items():
                 self.store.call(self.client.hsetnx, meta, name, value)
@@ -194,9 +245,7 @@ class RedisIndex:
         """The index that `meta` describes (an index's meta hash, or an export's header):
         its layout, block scheme, retention and fingerprint version, bound."""
         if meta.get("layout") != LAYOUT:
-            raise ConfigError(
-                f"index {namespace!r} is in key layout {meta.get('layout', '1')}, not {LAYOUT}"
-            )
+            raise ConfigError(_layout_problem(namespace, meta.get("layout", "1")))
         vectors = meta.get("vectors")
         index = cls(
             client,
@@ -213,9 +262,10 @@ class RedisIndex:
     def scheme_for(self, space: str) -> BlockScheme:
         return scheme_for(space, self.scheme, self.vector_scheme)
 
-    def _probed_buckets(self, queries: Sequence[Query]) -> tuple[list[str], np.ndarray, list[int]]:
-        """The buckets a lookup reads, query by query: their names, shards, and where each
-        query's buckets start in them (and a last entry where the last one's end)."""
+    def _probed_buckets(self, queries: Sequence[Query]) -> tuple[list[Any], list[int], list[int]]:
+        """The buckets a lookup reads, query by query: their hashes' names, their fields,
+        and where each query's buckets start in them (and a last entry where the last
+        one's end)."""
         groups = _by_space([q.space for q in queries])
         probed = {}  # space -> (tables, keys), one row per query of the space
         counts = np.zeros(len(queries), np.intp)
@@ -231,8 +281,8 @@ class RedisIndex:
         for space, (tables, keys) in probed.items():
             at = (starts[groups[space]][:, None] + np.arange(keys.shape[1])[None, :]).ravel()
             all_tables[at], all_keys[at], all_spaces[at] = tables.ravel(), keys.ravel(), space
-        names, shards = self.layout.buckets(all_spaces.tolist(), all_tables, all_keys)
-        return names, shards, starts.tolist()
+        names, _ = self.layout.buckets(all_spaces.tolist(), all_tables, all_keys)
+        return names, fields(all_keys), starts.tolist()
 
     def _entered_buckets(
         self, docs: Sequence[tuple[int, int, str, bytes]]
@@ -260,24 +310,25 @@ class RedisIndex:
         if not queries:
             return []
         snap = self.store.snapshot(self.retention)
-        self.mark = snap.seq
+        self.mark, self.cutoff = snap.seq, snap.cutoff
         if self.codec.with_dictionary and snap.dictionary != self.codec.dictionary_id:
             self._see_dictionary(snap.dictionary)
         if snap.oldest_pending:
             self._repair(snap.oldest_pending)
-        names, shards, starts = self._probed_buckets(queries)
-        groups = _by_shard(shards)
+        names, probed, starts = self._probed_buckets(queries)
+        groups: dict[Any, list[int]] = {}  # a bucket hash's buckets: one HMGET
+        for i, name in enumerate(names):
+            groups.setdefault(name, []).append(i)
         dhs = [digest_hash(q.digest) for q in queries]
         batch = self.store.batch()
-        for group in groups:
-            keys = [names[i] for i in group]
-            batch.add(keys[0], "MGET", *keys)
+        for name, group in groups.items():
+            batch.add(name, "HMGET", name, *(probed[i] for i in group))
         for dh in dhs:
             key = self.layout.digest(dh)
             batch.add(key, "HGET", key, dh[2:])
         replies = self.store.call(batch.execute)
         buckets: list[bytes | None] = [None] * len(names)
-        for group, got in zip(groups, replies, strict=False):
+        for group, got in zip(groups.values(), replies, strict=False):
             for i, v in zip(group, got, strict=True):
                 buckets[i] = v
         digests = replies[len(groups) :]
@@ -559,15 +610,20 @@ class RedisIndex:
         """Step 4: the committed documents into the shards, then off the pending set."""
         names, bucket_shards, owners, spaces, tables, keys = self._entered_buckets(docs)
         entries = [fp.to_bytes(8, "little") + num.to_bytes(4, "little") for num, fp, _, _ in docs]
+        entered = fields(keys)
         shards: dict[int, _ShardApply] = {}
         for group in _by_shard(bucket_shards):
             shards[int(bucket_shards[group[0]])] = _ShardApply(
-                group, [names[i] for i in group], [entries[owners[i]] for i in group]
+                group,
+                [names[i] for i in group],
+                [entered[i] for i in group],
+                [entries[owners[i]] for i in group],
+                {spaces[i] for i in group},
             )
         for num, _, _, dh in docs:
-            part = shards.setdefault(dh[0] % SHARDS, _ShardApply([], [], []))
+            part = shards.setdefault(dh[0] % SHARDS, _ShardApply([], [], [], []))
             part.digests.append(self.layout.digest(dh))
-            part.fields.append((dh[2:], num))
+            part.digest_fields.append((dh[2:], num))
         # A bucket is cut back to its newest max_bucket entries once it holds half as many
         # again: rewrites stay rare, and a lookup reads at most 1.5 x max_bucket entries.
         limit = self.max_bucket * ENTRY.itemsize * 3 // 2
@@ -576,13 +632,17 @@ class RedisIndex:
         for shard, part in shards.items():
             args = lua.apply_shard_args(
                 part.names,
+                part.fields,
                 part.values,
                 part.digests,
-                part.fields,
+                part.digest_fields,
                 self.layout.evicted(shard),
+                self.layout.spaces(shard),
                 limit,
                 keep,
                 self.keep,
+                self.cutoff,
+                sorted(part.spaces),
             )
             batch.add(args.key, *args.command())
         cut: list[int] = []  # positions in names of the buckets cut back
@@ -651,7 +711,7 @@ class RedisIndex:
             batch.add(text, "DEL", text, self.layout.vector(name))
         for v in versions:
             for t, key in enumerate(self.scheme_for(v.space).keys([v.fingerprint])[0]):
-                bucket = lua.filter_bucket_args(self.layout.bucket(v.space, t, key), v.num)
+                bucket = lua.filter_bucket_args(*self.layout.bucket(v.space, t, key), v.num)
                 batch.add(bucket.key, *bucket.command())
             digest = lua.forget_digest_args(
                 self.layout.digest(v.digest_hash), v.digest_hash[2:], v.num
