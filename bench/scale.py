@@ -229,7 +229,7 @@ def weigh(fp: Any, n: int, n_texts: int, scheme: BlockScheme) -> None:
     )
     tables = len(scheme.key_bits())
     entries = n * tables
-    b_bytes, b_keys = fp.bytes.get("b", 0.0), fp.keys.get("b", 1.0)
+    b_bytes, b_keys = fp.bytes.get("bh", 0.0), fp.keys.get("bh", 1.0)
     per_key = (b_bytes - entries * ENTRY.itemsize) / max(b_keys, 1)
     print(
         f"model: a bucket entry costs {b_bytes / entries:.2f} B ({ENTRY.itemsize} of it the "

@@ -726,6 +726,11 @@ def _index(args: argparse.Namespace) -> int:
         check(client, redis_at)
         if args.action == "import":
             return _index_import(args, client)
+        if args.action == "migrate":
+            from .index.redis.migrate import migrate
+
+            migrate(client, args.index)
+            return 0
         index = RedisIndex.open(client, args.index)
         if args.action == "stats":
             _index_stats(args, index)

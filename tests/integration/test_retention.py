@@ -42,7 +42,7 @@ def add(index: RedisIndex, docs: list[Entry], batch: int = 100) -> None:
 def weight(client: Any, name: str, buckets: bool = True) -> int:
     """Bytes of every key of the index (MEMORY USAGE): what the index holds, whatever else
     the shared server holds; without its bucket hashes unless `buckets`."""
-    keys = [k for k in index_keys(client, name) if buckets or b"}:b:" not in k]
+    keys = [k for k in index_keys(client, name) if buckets or b"}:bh:" not in k]
     pipe = client.pipeline(transaction=False)
     for key in keys:
         pipe.memory_usage(key, samples=0)
@@ -51,7 +51,7 @@ def weight(client: Any, name: str, buckets: bool = True) -> int:
 
 def entries_held(client: Any, name: str) -> int:
     """The entries in the index's bucket hashes (12 bytes each)."""
-    keys = [k for k in index_keys(client, name) if b"}:b:" in k]
+    keys = [k for k in index_keys(client, name) if b"}:bh:" in k]
     size = sum(len(v) for k in keys for v in client.hvals(k))
     assert size % 12 == 0
     return size // 12

@@ -42,7 +42,7 @@ server the keys are the same.
                               answers its id, so every consumer learns of it at a lookup
                               (and one that packs with it sets it again if it was lost)
   shard S, nd:{NAME/S}:
-    b:{SPACE}:{T}:{G}     hash    the buckets KEY of block table T with KEY >> FIELD_BITS = G
+    bh:{SPACE}:{T}:{G}    hash    the buckets KEY of block table T with KEY >> FIELD_BITS = G
                                   (hex), FIELD_BITS = 10: field KEY & 1023 (decimal, which
                                   a listpack keeps as a 1- or 2-byte integer), value the
                                   bucket's 12-byte entries (fingerprint 8 little endian,
@@ -51,7 +51,10 @@ server the keys are the same.
                                   hashes. Small (<= 128 fields of <= 64 bytes, Redis's
                                   defaults, which the index checks) a hash is a listpack;
                                   past that a hashtable, whose field still costs less than
-                                  a key. The shard is computed from (SPACE, T, G)
+                                  a key. The shard is computed from (SPACE, T, G). Named
+                                  bh, not b as layout 2's bucket strings (b:{SPACE}:{T}:
+                                  {KEY}), so that `index migrate` can write them beside
+                                  those before it deletes them (migrate.py)
     sp                    set     the spaces with bucket hashes in the shard (a sweep
                                   walks their hashes)
     evicted           string  entries its buckets pushed out of a lookup's reads (the newest
@@ -207,7 +210,7 @@ class Layout:
 
     @functools.lru_cache(maxsize=64)  # noqa: B019 - an index lives for the whole run
     def _bucket_prefixes(self, space: str) -> list[str]:
-        return [f"{self.shard_prefix(s)}b:{space}:" for s in range(SHARDS)]
+        return [f"{self.shard_prefix(s)}bh:{space}:" for s in range(SHARDS)]
 
     @functools.lru_cache(maxsize=64)  # noqa: B019 - as above
     def _bucket_prefix_bytes(self, space: str) -> list[bytes]:
