@@ -10,6 +10,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import redis
+from redis.cluster import RedisCluster
 
 from detector.blocks import BlockScheme
 from detector.errors import ConfigError
@@ -329,3 +331,59 @@ def test_an_index_whose_name_holds_glob_characters_keeps_to_its_own_keys(
     finally:
         for index in (*globbed, plain):
             maintenance.drop(index)
+
+
+# ---------------------------------------------------------------- Redis: encodings
+
+
+def test_a_small_indexs_bucket_hashes_are_listpacks_and_a_hot_one_a_hashtable(
+    backend: Any,
+) -> None:
+    """Key layout 3 relies on the listpack encoding of small hashes (keys.py): 300
+    documents leave every bucket hash a listpack (a few buckets of one entry each).
+    A bucket past hash-max-listpack-value (64 bytes: 6 entries) turns its whole hash into
+    a hashtable, whose fields still cost less than a key each."""
+    name = unique("encoding")
+    try:
+        index = RedisIndex(backend, DEFAULT, name)
+        index.bind("v1")
+        add(index, [entry(f"d{i}", fp=(i * 0x9E3779B97F4A7C15) % 2**64) for i in range(300)])
+        hashes = [k for k in index_keys(backend, name) if b"}:bh:" in k]
+        assert len(hashes) > 100
+        assert {backend.object("encoding", k) for k in hashes} == {b"listpack"}
+
+        # six documents in the same bucket of table 0 (and others): its value is 72 bytes
+        base = 0x5555_5555_5555_5555
+        add(index, [entry(f"hot{i}", fp=base ^ (1 << (30 + i))) for i in range(6)])
+        key, field = index.layout.bucket("t", 0, DEFAULT.keys([base])[0][0])
+        assert backend.hstrlen(key, str(field)) == 6 * 12
+        assert backend.object("encoding", key) == b"hashtable"
+    finally:
+        drop_index(backend, name)
+
+
+def test_the_index_refuses_a_server_whose_listpack_limits_are_too_low(
+    backend: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    if isinstance(backend, RedisCluster):
+        pytest.skip("the server's settings: one server is enough")
+    name = unique("encoding")
+    before = backend.config_get("hash-max-listpack-value")["hash-max-listpack-value"]
+    try:
+        backend.config_set("hash-max-listpack-value", 32)
+        with pytest.raises(ConfigError, match=r"hash-max-listpack-value 32; .* at least 64"):
+            RedisIndex(backend, DEFAULT, name).bind("v1")
+    finally:
+        backend.config_set("hash-max-listpack-value", before)
+        drop_index(backend, name)
+    # where CONFIG is not permitted, a warning says what could not be checked
+    with caplog.at_level("WARNING", logger="neardup.index"):
+        redis_module.check_encodings(NoConfig())
+    assert "could not check" in caplog.text and "hash-max-listpack-entries 512" in caplog.text
+
+
+class NoConfig:
+    """A client whose ACL denies CONFIG, as a managed service's."""
+
+    def config_get(self, pattern: str) -> dict[str, str]:
+        raise redis.exceptions.NoPermissionError("this user has no permissions to run 'config'")
