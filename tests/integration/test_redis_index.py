@@ -341,8 +341,9 @@ def test_a_small_indexs_bucket_hashes_are_listpacks_and_a_hot_one_a_hashtable(
 ) -> None:
     """Key layout 3 relies on the listpack encoding of small hashes (keys.py): 300
     documents leave every bucket hash a listpack (a few buckets of one entry each).
-    A bucket past hash-max-listpack-value (64 bytes: 6 entries) turns its whole hash into
-    a hashtable, whose fields still cost less than a key each."""
+    A bucket past hash-max-listpack-value (256 bytes: 22 entries) turns its whole hash
+    into a hashtable, whose fields still cost less than a key each (as a large index's
+    hashes are: past 512 buckets or with a hot one)."""
     name = unique("encoding")
     try:
         index = RedisIndex(backend, DEFAULT, name)
@@ -352,11 +353,13 @@ def test_a_small_indexs_bucket_hashes_are_listpacks_and_a_hot_one_a_hashtable(
         assert len(hashes) > 100
         assert {backend.object("encoding", k) for k in hashes} == {b"listpack"}
 
-        # six documents in the same bucket of table 0 (and others): its value is 72 bytes
+        # 22 documents in the same bucket of table 0 (and others): 264 bytes
         base = 0x5555_5555_5555_5555
-        add(index, [entry(f"hot{i}", fp=base ^ (1 << (30 + i))) for i in range(6)])
+        add(index, [entry(f"hot{i}", fp=base ^ (1 << (16 + i))) for i in range(21)])
         key, field = index.layout.bucket("t", 0, DEFAULT.keys([base])[0][0])
-        assert backend.hstrlen(key, str(field)) == 6 * 12
+        assert backend.hstrlen(key, str(field)) == 21 * 12
+        assert backend.object("encoding", key) == b"listpack"
+        add(index, [entry("hot21", fp=base ^ (1 << 37))])
         assert backend.object("encoding", key) == b"hashtable"
     finally:
         drop_index(backend, name)
@@ -371,8 +374,10 @@ def test_the_index_refuses_a_server_whose_listpack_limits_are_too_low(
     before = backend.config_get("hash-max-listpack-value")["hash-max-listpack-value"]
     try:
         backend.config_set("hash-max-listpack-value", 32)
-        with pytest.raises(ConfigError, match=r"hash-max-listpack-value 32; .* at least 64"):
+        with pytest.raises(ConfigError, match=r"hash-max-listpack-value 32; .* at least 256"):
             RedisIndex(backend, DEFAULT, name).bind("v1")
+        backend.config_set("hash-max-listpack-value", 1024)  # more is fine
+        RedisIndex(backend, DEFAULT, name).bind("v1")
     finally:
         backend.config_set("hash-max-listpack-value", before)
         drop_index(backend, name)

@@ -48,8 +48,9 @@ server the keys are the same.
                                   bucket's 12-byte entries (fingerprint 8 little endian,
                                   number 4), oldest first. Per-key overhead (~90 B) is
                                   spread over a hash's buckets: a 16-bit table is 64
-                                  hashes. Small (<= 128 fields of <= 64 bytes, Redis's
-                                  defaults, which the index checks) a hash is a listpack;
+                                  hashes. Small (<= 512 fields of <= 256 bytes: the server
+                                  settings hash-max-listpack-entries and -value, which
+                                  the index checks at start) a hash is a listpack;
                                   past that a hashtable, whose field still costs less than
                                   a key. The shard is computed from (SPACE, T, G). Named
                                   bh, not b as layout 2's bucket strings (b:{SPACE}:{T}:
