@@ -50,9 +50,10 @@ from detector.blocks import BlockScheme  # noqa: E402
 from detector.index import Query  # noqa: E402
 from detector.index.redis import Batch, RedisIndex, maintenance  # noqa: E402
 from detector.index.redis.bulk import load  # noqa: E402
-from detector.index.redis.keys import ENTRY, fields  # noqa: E402
+from detector.index.redis.keys import entry_bytes, fields  # noqa: E402
 from detector.pipeline import Limits, prepare  # noqa: E402
 from detector.settings import DEFAULT_SCHEME, EngineSettings  # noqa: E402
+from detector.vectors import default_vector_scheme  # noqa: E402
 
 DEFAULT_REAL = ROOT.parent / "shared" / "data" / "dev-stream.jsonl.gz"
 
@@ -229,10 +230,11 @@ def weigh(fp: Any, n: int, n_texts: int, scheme: BlockScheme) -> None:
     )
     tables = len(scheme.key_bits())
     entries = n * tables
+    size = entry_bytes(scheme, default_vector_scheme())
     b_bytes, b_keys = fp.bytes.get("bh", 0.0), fp.keys.get("bh", 1.0)
-    per_key = (b_bytes - entries * ENTRY.itemsize) / max(b_keys, 1)
+    per_key = (b_bytes - entries * size) / max(b_keys, 1)
     print(
-        f"model: a bucket entry costs {b_bytes / entries:.2f} B ({ENTRY.itemsize} of it the "
+        f"model: a bucket entry costs {b_bytes / entries:.2f} B ({size} of it the "
         f"entry; {entries / b_keys:,.1f} entries a bucket hash, {per_key:,.1f} B a bucket "
         f"hash above its entries: key, object, fields, listpack or hashtable); "
         f"{b_keys:,.0f} bucket hashes, {b_keys / tables:,.0f} a table",
@@ -276,7 +278,7 @@ def grown(client: Any, index: RedisIndex, seed: int, hashes: int = 50) -> None:
     for name in names:
         batch.add(name, "HGETALL", name)
     values = batch.execute()
-    size = ENTRY.itemsize
+    size = index.entry_bytes
     copies = [(n if isinstance(n, bytes) else n.encode()) + b":grown" for n in names]
     batch = Batch(client)
     for copy, value in zip(copies, values, strict=True):
@@ -328,7 +330,7 @@ def lookups(
     batch = Batch(client)
     for key, field in zip(names, fields(keys.ravel()), strict=True):
         batch.add(key, "HSTRLEN", key, field)
-    lengths = np.minimum(np.array(batch.execute(), np.int64) // ENTRY.itemsize, index.max_bucket)
+    lengths = np.minimum(np.array(batch.execute(), np.int64) // index.entry_bytes, index.max_bucket)
     read = lengths.reshape(len(queries), per).sum(axis=1).tolist()
     trips: list[float] = []
     index.observe = trips.append

@@ -207,9 +207,10 @@ def test_a_hot_bucket_is_cut_back_on_the_server(
         assert set(got) == {e.id for e in flood[-4:]}
         # every table: the three whose key the variants share with base, and the other
         sizes = [backend_strlen(index, MANKU_4, base, t) for t in range(len(MANKU_4.tables))]
-        assert max(sizes) <= 6 * 12, "a bucket grew past 1.5 x max_bucket entries"
+        each = index.entry_bytes
+        assert max(sizes) <= 6 * each, "a bucket grew past 1.5 x max_bucket entries"
         assert index.evicted == 3 * 19 and index.stats()["evicted"] == 3 * 19
-        shared = [t for t in range(4) if sizes[t] > 12]
+        shared = [t for t in range(4) if sizes[t] > each]
         assert len(shared) == 3 and index.cuts >= 3
         keys = MANKU_4.keys([base])[0]
         for t in shared:
@@ -248,7 +249,9 @@ def test_a_range_left_unapplied_by_a_dead_consumer_stays_visible_and_is_repaired
         found = b.lookup([Query("t", fp ^ 1, "da")])[0]
         assert found.exact == "A" and [c.id for c in found.candidates] == ["A"]
         assert backend.zcard(f"nd:{{{name}}}:pending") == 0
-        assert all(backend_strlen(b, b.scheme, fp, t) == 12 for t in range(len(b.scheme.tables)))
+        assert all(
+            backend_strlen(b, b.scheme, fp, t) == b.entry_bytes for t in range(len(b.scheme.tables))
+        )
         assert [c.id for c in b.lookup([Query("t", fp, "x")])[0].candidates] == ["A"]
     finally:
         drop_index(backend, name)
@@ -341,8 +344,8 @@ def test_a_small_indexs_bucket_hashes_are_listpacks_and_a_hot_one_a_hashtable(
 ) -> None:
     """Key layout 3 relies on the listpack encoding of small hashes (keys.py): 300
     documents leave every bucket hash a listpack (a few buckets of one entry each).
-    A bucket past hash-max-listpack-value (256 bytes: 22 entries) turns its whole hash
-    into a hashtable, whose fields still cost less than a key each (as a large index's
+    A bucket past hash-max-listpack-value (256 bytes: 26 entries of 10 bytes) turns its
+    whole hash into a hashtable, whose fields still cost less than a key each (as a large index's
     hashes are: past 512 buckets or with a hot one)."""
     name = unique("encoding")
     try:
@@ -353,13 +356,14 @@ def test_a_small_indexs_bucket_hashes_are_listpacks_and_a_hot_one_a_hashtable(
         assert len(hashes) > 100
         assert {backend.object("encoding", k) for k in hashes} == {b"listpack"}
 
-        # 22 documents in the same bucket of table 0 (and others): 264 bytes
+        # 26 documents in the same bucket of table 0 (and others): 260 bytes
         base = 0x5555_5555_5555_5555
-        add(index, [entry(f"hot{i}", fp=base ^ (1 << (16 + i))) for i in range(21)])
+        add(index, [entry(f"hot{i}", fp=base ^ (1 << (16 + i))) for i in range(25)])
         key, field = index.layout.bucket("t", 0, DEFAULT.keys([base])[0][0])
-        assert backend.hstrlen(key, str(field)) == 21 * 12
+        assert index.entry_bytes == 10
+        assert backend.hstrlen(key, str(field)) == 25 * 10
         assert backend.object("encoding", key) == b"listpack"
-        add(index, [entry("hot21", fp=base ^ (1 << 37))])
+        add(index, [entry("hot25", fp=base ^ (1 << 41))])
         assert backend.object("encoding", key) == b"hashtable"
     finally:
         drop_index(backend, name)

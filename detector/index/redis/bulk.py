@@ -37,7 +37,7 @@ from ...errors import ConfigError
 from ..texts import Sample
 from .cluster import Batch
 from .index import RedisIndex
-from .keys import ENTRY, IDS_PER_HASH, SHARDS, digest_hash, fields
+from .keys import ENTRY, IDS_PER_HASH, SHARDS, digest_hash, fields, pack_entries
 
 # Documents a chunk. Each bucket is written once a chunk, its value allocated to its
 # size: 10^7 documents in one chunk of 16-bit tables take some 1 GB of keys and entries
@@ -126,11 +126,12 @@ def load(
             part = fps[at : min(last, at + STEP)]
             keys[at - first : at - first + len(part)] = scheme.key_array(part)  # type: ignore[arg-type]
         for table in range(keys.shape[1]):
-            got = _append_table(index, space, table, keys[:, table].astype(np.uint64), entries)
+            packed = pack_entries(scheme, table, entries["fp"], entries["num"], index.entry_bytes)
+            got = _append_table(index, space, table, keys[:, table].astype(np.uint64), packed)
             appends += got[0]
             evicted += got[1]
             cut += got[2]
-        del keys, entries
+        del keys, entries, packed
         say(f"bulk load: the block tables of {last:,} of {n:,} documents written")
         for at in range(first, last, STEP):
             batch = Batch(client)
@@ -221,7 +222,8 @@ def _first_copies(dhs: np.ndarray) -> np.ndarray:
 def _append_table(
     index: RedisIndex, space: str, table: int, keys: np.ndarray, entries: np.ndarray
 ) -> tuple[int, int, int]:
-    """One table's entries of a chunk, each bucket written once; then APPLY_SHARD's cap:
+    """One table's entries of a chunk (rows of packed entries, keys.pack_entries), each
+    bucket written once; then APPLY_SHARD's cap:
     a bucket past 1.5 x max_bucket entries ends as that script's appends one by one
     would leave it. (buckets written, evicted, cut)."""
     order = np.argsort(keys, kind="stable")  # stable: a bucket's entries in number order
@@ -244,7 +246,7 @@ def _append_table(
         for i, value in zip(group, got, strict=True):
             old[i] = value or b""
     raw = entries[order].tobytes()
-    size = ENTRY.itemsize
+    size = index.entry_bytes
     bounds = (np.r_[starts, len(keys)] * size).tolist()
     values = [old[i] + raw[bounds[i] : bounds[i + 1]] for i in range(len(names))]
     lengths = np.array([len(v) for v in values], np.int64) // size

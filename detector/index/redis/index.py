@@ -27,7 +27,6 @@ from .. import DEFAULT_MAX_BUCKET, Candidate, Commit, Committed, Entry, Found, Q
 from ..texts import Codec, Sample
 from . import lua
 from .keys import (
-    ENTRY,
     IDS_PER_HASH,
     LAYOUT,
     LOG,
@@ -35,9 +34,12 @@ from .keys import (
     Layout,
     Version,
     digest_hash,
+    entry_bytes,
     fields,
+    pack_entries,
     parse_decision,
     text_shard,
+    unpack_entries,
 )
 from .lua import Snapshot
 from .store import Store
@@ -158,6 +160,7 @@ class RedisIndex:
         self.client = client
         self.scheme = scheme
         self.vector_scheme = vectors or default_vector_scheme()
+        self.entry_bytes = entry_bytes(scheme, self.vector_scheme)  # keys.py
         self.namespace = namespace
         self.prefix = self.layout.prefix
         self.retention = retention
@@ -264,10 +267,12 @@ class RedisIndex:
     def scheme_for(self, space: str) -> BlockScheme:
         return scheme_for(space, self.scheme, self.vector_scheme)
 
-    def _probed_buckets(self, queries: Sequence[Query]) -> tuple[list[Any], list[int], list[int]]:
+    def _probed_buckets(
+        self, queries: Sequence[Query]
+    ) -> tuple[list[Any], list[int], list[int], np.ndarray, np.ndarray, np.ndarray]:
         """The buckets a lookup reads, query by query: their hashes' names, their fields,
-        and where each query's buckets start in them (and a last entry where the last
-        one's end)."""
+        where each query's buckets start in them (and a last entry where the last one's
+        end), and each bucket's space, table and key."""
         groups = _by_space([q.space for q in queries])
         probed = {}  # space -> (tables, keys), one row per query of the space
         counts = np.zeros(len(queries), np.intp)
@@ -284,7 +289,7 @@ class RedisIndex:
             at = (starts[groups[space]][:, None] + np.arange(keys.shape[1])[None, :]).ravel()
             all_tables[at], all_keys[at], all_spaces[at] = tables.ravel(), keys.ravel(), space
         names, _ = self.layout.buckets(all_spaces.tolist(), all_tables, all_keys)
-        return names, fields(all_keys), starts.tolist()
+        return names, fields(all_keys), starts.tolist(), all_spaces, all_tables, all_keys
 
     def _entered_buckets(
         self, docs: Sequence[tuple[int, int, str, bytes]]
@@ -317,7 +322,7 @@ class RedisIndex:
             self._see_dictionary(snap.dictionary)
         if snap.oldest_pending:
             self._repair(snap.oldest_pending)
-        names, probed, starts = self._probed_buckets(queries)
+        names, probed, starts, spaces, tables, keys = self._probed_buckets(queries)
         groups: dict[Any, list[int]] = {}  # a bucket hash's buckets: one HMGET
         for i, name in enumerate(names):
             groups.setdefault(name, []).append(i)
@@ -335,20 +340,20 @@ class RedisIndex:
                 buckets[i] = v
         digests = replies[len(groups) :]
 
-        tail = self.max_bucket * ENTRY.itemsize
+        fps, nums, offsets = self._entries(buckets, spaces, tables, keys)
         log_nums = np.arange(snap.first + 1, snap.seq + 1, dtype=np.int64)
         near: list[dict[int, int]] = []  # per query: number -> fingerprint
         exact: list[int | None] = []
         for at, (q, dh, dg) in enumerate(zip(queries, dhs, digests, strict=True)):
             found: dict[int, int] = {}
             k = self.scheme_for(q.space).k
-            raw = b"".join(v[-tail:] for v in buckets[starts[at] : starts[at + 1]] if v)
-            if raw:
-                e = np.frombuffer(raw, ENTRY)
-                keep = (np.bitwise_count(e["fp"] ^ np.uint64(q.fingerprint)) <= k) & (
-                    e["num"] > snap.cutoff
+            first, last = offsets[starts[at]], offsets[starts[at + 1]]
+            if last > first:
+                e_fp, e_num = fps[first:last], nums[first:last]
+                keep = (np.bitwise_count(e_fp ^ np.uint64(q.fingerprint)) <= k) & (
+                    e_num > snap.cutoff
                 )
-                found.update(zip(e["num"][keep].tolist(), e["fp"][keep].tolist(), strict=True))
+                found.update(zip(e_num[keep].tolist(), e_fp[keep].tolist(), strict=True))
             ex = int(dg) if dg is not None else None
             if len(snap.log):
                 mine = snap.log["space"] == q.space.encode()
@@ -373,6 +378,38 @@ class RedisIndex:
             cands.sort(key=lambda c: (c.distance, c.id))
             out.append(Found(ids.get(ex) if ex is not None else None, cands))
         return out
+
+    def _entries(
+        self,
+        buckets: list[bytes | None],
+        spaces: np.ndarray,
+        tables: np.ndarray,
+        keys: np.ndarray,
+    ) -> tuple[np.ndarray, np.ndarray, list[int]]:
+        """The fingerprints and numbers of the newest max_bucket entries of each bucket
+        read, all buckets' in one array, and where each bucket's start (and a last entry
+        where the last one's end). A fingerprint is its bucket's key and its entry's rest,
+        composed table by table (keys.py)."""
+        size = self.entry_bytes
+        tail = self.max_bucket * size
+        parts = [v[-tail:] if v else b"" for v in buckets]
+        counts = np.array([len(v) // size for v in parts], np.int64)
+        offsets = np.concatenate(([0], np.cumsum(counts)))
+        if not offsets[-1]:
+            return np.zeros(0, np.uint64), np.zeros(0, np.uint32), offsets.tolist()
+        rests, nums = unpack_entries(np.frombuffer(b"".join(parts), np.uint8), size)
+        owner = np.repeat(np.arange(len(parts)), counts)
+        fps = np.zeros(len(rests), np.uint64)
+        e_tables, e_keys = tables[owner], keys[owner]
+        e_spaces = spaces[owner] if len(set(spaces.tolist())) > 1 else None
+        for space in dict.fromkeys(spaces.tolist()):
+            scheme = self.scheme_for(space)
+            mine = e_spaces == space if e_spaces is not None else None
+            for t in range(len(scheme.tables)):
+                at = e_tables == t if mine is None else mine & (e_tables == t)
+                if at.any():
+                    fps[at] = scheme.compose(t, e_keys[at], rests[at])
+        return fps, nums, offsets.tolist()
 
     def _ids(self, numbers: Iterable[int]) -> dict[int, str]:
         """Ids of committed documents; a deleted one's number has none."""
@@ -611,7 +648,7 @@ class RedisIndex:
     def _apply(self, docs: Sequence[tuple[int, int, str, bytes]], member: str) -> None:
         """Step 4: the committed documents into the shards, then off the pending set."""
         names, bucket_shards, owners, spaces, tables, keys = self._entered_buckets(docs)
-        entries = [fp.to_bytes(8, "little") + num.to_bytes(4, "little") for num, fp, _, _ in docs]
+        entries = self._packed(docs, owners, spaces, tables)
         entered = fields(keys)
         shards: dict[int, _ShardApply] = {}
         for group in _by_shard(bucket_shards):
@@ -619,7 +656,7 @@ class RedisIndex:
                 group,
                 [names[i] for i in group],
                 [entered[i] for i in group],
-                [entries[owners[i]] for i in group],
+                [entries[i] for i in group],
                 {spaces[i] for i in group},
             )
         for num, _, _, dh in docs:
@@ -628,8 +665,8 @@ class RedisIndex:
             part.digest_fields.append((dh[2:], num))
         # A bucket is cut back to its newest max_bucket entries once it holds half as many
         # again: rewrites stay rare, and a lookup reads at most 1.5 x max_bucket entries.
-        limit = self.max_bucket * ENTRY.itemsize * 3 // 2
-        keep = self.max_bucket * ENTRY.itemsize
+        limit = self.max_bucket * self.entry_bytes * 3 // 2
+        keep = self.max_bucket * self.entry_bytes
         batch = self.store.batch()
         for shard, part in shards.items():
             args = lua.apply_shard_args(
@@ -640,6 +677,7 @@ class RedisIndex:
                 part.digest_fields,
                 self.layout.evicted(shard),
                 self.layout.spaces(shard),
+                self.entry_bytes,
                 limit,
                 keep,
                 self.keep,
@@ -668,6 +706,27 @@ class RedisIndex:
                 self.evicted,
             )
         self.store.eval(lua.applied_args(self.layout, member, LOG_KEEP))
+
+    def _packed(
+        self,
+        docs: Sequence[tuple[int, int, str, bytes]],
+        owners: list[int],
+        spaces: list[str],
+        tables: np.ndarray,
+    ) -> list[bytes]:
+        """The entry each bucket of _entered_buckets gets: its document's, in its table."""
+        fps = np.array([docs[o][1] for o in owners], np.uint64)
+        nums = np.array([docs[o][0] for o in owners], np.uint32)
+        rows = np.empty((len(owners), self.entry_bytes), np.uint8)
+        all_spaces = np.array(spaces, object)
+        for space in dict.fromkeys(spaces):
+            scheme = self.scheme_for(space)
+            mine = all_spaces == space
+            for t in range(len(scheme.tables)):
+                at = mine & (tables == t)
+                if at.any():
+                    rows[at] = pack_entries(scheme, t, fps[at], nums[at], self.entry_bytes)
+        return [r.tobytes() for r in rows]
 
     # ------------------------------------------------------------------ repair
 
@@ -713,7 +772,8 @@ class RedisIndex:
             batch.add(text, "DEL", text, self.layout.vector(name))
         for v in versions:
             for t, key in enumerate(self.scheme_for(v.space).keys([v.fingerprint])[0]):
-                bucket = lua.filter_bucket_args(*self.layout.bucket(v.space, t, key), v.num)
+                hashed, field = self.layout.bucket(v.space, t, key)
+                bucket = lua.filter_bucket_args(hashed, field, v.num, self.entry_bytes)
                 batch.add(bucket.key, *bucket.command())
             digest = lua.forget_digest_args(
                 self.layout.digest(v.digest_hash), v.digest_hash[2:], v.num

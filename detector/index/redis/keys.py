@@ -45,15 +45,19 @@ server the keys are the same.
     bh:{SPACE}:{T}:{G}    hash    the buckets KEY of block table T with KEY >> FIELD_BITS = G
                                   (hex), FIELD_BITS = 10: field KEY & 1023 (decimal, which
                                   a listpack keeps as a 1- or 2-byte integer), value the
-                                  bucket's 12-byte entries (fingerprint 8 little endian,
-                                  number 4), oldest first. Per-key overhead (~90 B) is
-                                  spread over a hash's buckets: a 16-bit table is 64
-                                  hashes. Small (<= 512 fields of <= 256 bytes: the server
-                                  settings hash-max-listpack-entries and -value, which
-                                  the index checks at start) a hash is a listpack;
-                                  past that a hashtable, whose field still costs less than
-                                  a key. The shard is computed from (SPACE, T, G). Named
-                                  bh, not b as layout 2's bucket strings (b:{SPACE}:{T}:
+                                  bucket's entries, oldest first: the fingerprint's bits
+                                  the table's key does not hold (BlockScheme.rest_array,
+                                  little endian, in as many bytes as the index's
+                                  narrowest key leaves: 6 for 16-bit keys), then the
+                                  number (4, little endian): entry_bytes() each.
+                                  Per-key overhead (~90 B) is spread over a hash's
+                                  buckets: a 16-bit table is 64 hashes. Small (<= 512
+                                  fields of <= 256 bytes: the server settings
+                                  hash-max-listpack-entries and -value, which the index
+                                  checks at start) a hash is a listpack; past that a
+                                  hashtable, whose field still costs less than a key.
+                                  The shard is computed from (SPACE, T, G). Named bh,
+                                  not b as layout 2's bucket strings (b:{SPACE}:{T}:
                                   {KEY}), so that `index migrate` can write them beside
                                   those before it deletes them (migrate.py)
     sp                    set     the spaces with bucket hashes in the shard (a sweep
@@ -86,6 +90,7 @@ from typing import Any
 import numpy as np
 import xxhash
 
+from ...blocks import BlockScheme
 from ...errors import ConfigError
 from ...hashing import fmix64
 from ...kernels import native_module
@@ -98,6 +103,8 @@ FIELD_BITS = 10
 FIELD_MASK = (1 << FIELD_BITS) - 1
 SHARDS = 64
 _NATIVE = native_module()  # bucket names by the thousand
+# a document's (fingerprint, number) as the bulk paths hold them; a bucket stores them
+# packed per table (pack_entries)
 ENTRY = np.dtype([("fp", "<u8"), ("num", "<u4")])
 LOG = np.dtype([("fp", "<u8"), ("dh", "V16"), ("space", "S8")])
 IDS_PER_HASH = 128  # stays within Redis's compact listpack encoding of small hashes
@@ -106,6 +113,33 @@ IDS_PER_HASH = 128  # stays within Redis's compact listpack encoding of small ha
 def digest_hash(digest: str) -> bytes:
     """16 bytes for any digest string, so log entries and digest fields have one size."""
     return xxhash.xxh3_128_digest(digest.encode("utf-8", "surrogatepass"))
+
+
+def entry_bytes(*schemes: BlockScheme) -> int:
+    """The bytes of a bucket entry of an index with these block schemes: the rest of a
+    fingerprint beyond its narrowest table key, and the 4-byte number."""
+    narrowest = min(min(s.key_bits()) for s in schemes)
+    return (64 - narrowest + 7) // 8 + 4
+
+
+def pack_entries(
+    scheme: BlockScheme, table: int, fps: np.ndarray, nums: np.ndarray, size: int
+) -> np.ndarray:
+    """The entries of documents (fingerprints, numbers) in `table`: rows of `size` bytes."""
+    rest = scheme.rest_array(fps, table).astype("<u8")
+    out = np.empty((len(rest), size), np.uint8)
+    out[:, : size - 4] = rest.view(np.uint8).reshape(-1, 8)[:, : size - 4]
+    out[:, size - 4 :] = np.asarray(nums).astype("<u4").view(np.uint8).reshape(-1, 4)
+    return out
+
+
+def unpack_entries(raw: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """(rests, numbers) of entries: `raw` the bytes (uint8) of whole entries."""
+    rows = raw.reshape(-1, size)
+    wide = np.zeros((len(rows), 8), np.uint8)
+    wide[:, : size - 4] = rows[:, : size - 4]
+    nums = np.ascontiguousarray(rows[:, size - 4 :]).view("<u4").ravel()
+    return wide.view("<u8").ravel(), nums
 
 
 def fields(keys: np.ndarray) -> list[int]:

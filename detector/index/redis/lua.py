@@ -246,6 +246,7 @@ def apply_shard_args(
     digest_fields: Sequence[tuple[bytes, int]],
     evicted: str,
     spaces: str,
+    size: int,
     limit: int,
     keep: int,
     ttl: int,
@@ -260,6 +261,7 @@ def apply_shard_args(
         (*buckets, *digests, evicted, spaces),
         (
             len(buckets),
+            size,
             limit,
             keep,
             ttl,
@@ -283,8 +285,8 @@ class ApplyShardReply:
         return cls(int(evicted), tuple(int(c) - 1 for c in cut))
 
 
-def filter_bucket_args(bucket: Any, field: int, num: int) -> Args:
-    return Args(FILTER_BUCKET, (bucket,), (field, num))
+def filter_bucket_args(bucket: Any, field: int, num: int, size: int) -> Args:
+    return Args(FILTER_BUCKET, (bucket,), (field, num, size))
 
 
 def filter_bucket_reply(raw: Any) -> bool:
@@ -292,8 +294,8 @@ def filter_bucket_reply(raw: Any) -> bool:
     return bool(int(raw))
 
 
-def sweep_buckets_args(buckets: Sequence[Any], cutoff: int) -> Args:
-    return Args(SWEEP_BUCKETS, tuple(buckets), (cutoff,))
+def sweep_buckets_args(buckets: Sequence[Any], cutoff: int, size: int) -> Args:
+    return Args(SWEEP_BUCKETS, tuple(buckets), (cutoff, size))
 
 
 def sweep_buckets_reply(raw: Any) -> int:

@@ -74,7 +74,7 @@ def _sweep_buckets(index: RedisIndex, shards: list[int], cutoff: int) -> int:
         names, at = bucket_hashes(index, space)
         for name, shard in zip(names, at.tolist(), strict=True):
             if shard in wanted:
-                args = lua.sweep_buckets_args([name], cutoff)
+                args = lua.sweep_buckets_args([name], cutoff, index.entry_bytes)
                 batch.add(args.key, *args.command())
     if not batch.commands:
         return 0

@@ -36,7 +36,17 @@ from .. import DEFAULT_MAX_BUCKET, record_of
 from . import lua
 from .cluster import Batch
 from .index import LOG_KEEP, MIGRATES_FROM, RedisIndex
-from .keys import ENTRY, IDS_PER_HASH, LAYOUT, SHARDS, Layout, Version, fields, parse_decision
+from .keys import (
+    ENTRY,
+    IDS_PER_HASH,
+    LAYOUT,
+    SHARDS,
+    Layout,
+    Version,
+    fields,
+    pack_entries,
+    parse_decision,
+)
 from .maintenance import bucket_hashes
 
 ID_HASHES = 64  # id hashes read a round trip
@@ -162,8 +172,14 @@ def _write_tables(index: RedisIndex, versions: list[Version], say: Callable[[str
                 [space] * len(buckets), np.full(len(buckets), table, np.int64), buckets
             )
             at = fields(buckets)
-            raw = entries[order].tobytes()
-            size = ENTRY.itemsize
+            raw = pack_entries(
+                index.scheme_for(space),
+                table,
+                entries["fp"][order],
+                entries["num"][order],
+                index.entry_bytes,
+            ).tobytes()
+            size = index.entry_bytes
             groups: dict[Any, list[int]] = {}
             for i, name in enumerate(names):
                 groups.setdefault(name, []).append(i)

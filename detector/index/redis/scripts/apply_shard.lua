@@ -9,31 +9,32 @@
 --          digest hashes (one per digest), then the shard's evicted counter
 --          (nd:{NAME/S}:evicted), then its set of spaces (nd:{NAME/S}:sp)
 -- ARGV[1]  B, how many of the keys are buckets
--- ARGV[2]  limit, bytes
--- ARGV[3]  keep, bytes
--- ARGV[4]  ttl, seconds (0: buckets do not expire)
--- ARGV[5]  cutoff, the number at or below which documents are past the horizon (0: none)
--- ARGV[6]  S, how many spaces follow the buckets
--- ARGV[6 + 2i - 1], ARGV[6 + 2i], i = 1 .. B: bucket i's field, the 12-byte entry
---          appended to it
+-- ARGV[2]  size, bytes an entry (its number the last 4, little endian)
+-- ARGV[3]  limit, bytes
+-- ARGV[4]  keep, bytes
+-- ARGV[5]  ttl, seconds (0: buckets do not expire)
+-- ARGV[6]  cutoff, the number at or below which documents are past the horizon (0: none)
+-- ARGV[7]  S, how many spaces follow the buckets
+-- ARGV[7 + 2i - 1], ARGV[7 + 2i], i = 1 .. B: bucket i's field, the entry appended to it
 -- ARGV, then the S spaces of the buckets, then 2 per digest hash, in the order of its
 -- key: field, number
 -- Reply: {evicted, i...}: the entries pushed out of the reads, then the buckets (1 .. B)
 -- that were cut back
-local buckets, limit, keep = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local ttl, cutoff, spaces = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local buckets, size = tonumber(ARGV[1]), tonumber(ARGV[2])
+local limit, keep, ttl = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local cutoff, spaces = tonumber(ARGV[6]), tonumber(ARGV[7])
 local evicted, cut = 0, {}
 for i = 1, buckets do
-  local field = ARGV[5 + 2 * i]
+  local field = ARGV[6 + 2 * i]
   local v = redis.call('HGET', KEYS[i], field) or ''
-  if cutoff > 0 and #v >= 12 and struct.unpack('<I4', v, 9) <= cutoff then
+  if cutoff > 0 and #v >= size and struct.unpack('<I4', v, size - 3) <= cutoff then
     local from = 1
-    while from <= #v - 11 and struct.unpack('<I4', v, from + 8) <= cutoff do
-      from = from + 12
+    while from <= #v - size + 1 and struct.unpack('<I4', v, from + size - 4) <= cutoff do
+      from = from + size
     end
     v = string.sub(v, from)
   end
-  v = v .. ARGV[6 + 2 * i]
+  v = v .. ARGV[7 + 2 * i]
   if #v > keep then evicted = evicted + 1 end
   if #v > limit then
     v = string.sub(v, -keep)
@@ -42,7 +43,7 @@ for i = 1, buckets do
   redis.call('HSET', KEYS[i], field, v)
   if ttl > 0 then redis.call('EXPIRE', KEYS[i], ttl) end
 end
-local at = 7 + 2 * buckets
+local at = 8 + 2 * buckets
 if spaces > 0 then
   redis.call('SADD', KEYS[#KEYS], unpack(ARGV, at, at + spaces - 1))
   at = at + spaces

@@ -4,14 +4,15 @@
 -- KEYS[1]  the bucket hash
 -- ARGV[1]  the bucket's field
 -- ARGV[2]  the document's number
+-- ARGV[3]  size, bytes an entry (its number the last 4, little endian)
 -- Reply: 1 if the bucket held it, else 0
 local v = redis.call('HGET', KEYS[1], ARGV[1])
 if not v then return 0 end
-local gone = tonumber(ARGV[2])
+local gone, size = tonumber(ARGV[2]), tonumber(ARGV[3])
 local kept = {}
-for pos = 1, #v - 11, 12 do
-  if struct.unpack('<I4', v, pos + 8) ~= gone then
-    kept[#kept + 1] = string.sub(v, pos, pos + 11)
+for pos = 1, #v - size + 1, size do
+  if struct.unpack('<I4', v, pos + size - 4) ~= gone then
+    kept[#kept + 1] = string.sub(v, pos, pos + size - 1)
   end
 end
 local out = table.concat(kept)
