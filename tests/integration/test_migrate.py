@@ -151,3 +151,28 @@ def test_an_index_of_another_layout_is_not_migrated(backend: Any) -> None:
             migrate(backend, unique("none"), progress=lambda _: None)
     finally:
         drop_index(backend, name)
+
+
+def test_a_range_left_pending_is_applied_by_the_migration(
+    backend: Any, old: tuple[str, dict[str, Any]]
+) -> None:
+    """A committer that died before applying its range left it pending and its digests
+    unwritten: the migration writes them and takes the range off the pending list."""
+    name, expect = old
+    digests = [k for k in index_keys(backend, name) if b"}:dg:" in k]
+    unapplied = {
+        (key, field): number
+        for key in digests
+        for field, number in backend.hgetall(key).items()
+        if int(number) > 240
+    }
+    assert len(unapplied) >= 5
+    for key, field in unapplied:
+        backend.hdel(key, field)
+    pending = f"nd:{{{name}}}:pending"
+    backend.zadd(pending, {"241:259:1700000000": 241})
+
+    done = migrate(backend, name, progress=lambda _: None)
+    assert done.pending == 1 and backend.zcard(pending) == 0
+    assert {(k, f): backend.hget(k, f) for k, f in unapplied} == unapplied
+    assert answers(RedisIndex.open(backend, name), expect) == expect
