@@ -482,6 +482,7 @@ def _serve(args: argparse.Namespace) -> int:
         max_bucket=args.max_bucket,
         observe=REDIS_SECONDS.observe,
         vectors=settings.vector_block_scheme(),
+        expected_docs=args.expected_docs,
     )
     detector = settings.detector(index, bind=False)
     KERNELS.labels(detector.engine.kernels.name).set(1)
@@ -783,9 +784,14 @@ def _index(args: argparse.Namespace) -> int:
 
 
 def _index_stats(args: argparse.Namespace, index: Any) -> None:
+    from .index import DEFAULT_MAX_BUCKET
     from .index.redis import maintenance
+    from .plan import plan_lines
 
-    stats = {"index": args.index, **index.meta(), **index.stats()}
+    meta = index.meta()
+    stats = {"index": args.index, **meta, **index.stats()}
+    if planned := plan_lines(meta, stats, DEFAULT_MAX_BUCKET):
+        stats["plan"] = planned
     exact = args.memory == "exact"
     progress = _progress(args, unit=" keys") if exact else None
     try:
