@@ -24,6 +24,7 @@ import math
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from math import comb
 from typing import Any
 
@@ -118,8 +119,14 @@ def human(n: float) -> str:
 # ------------------------------------------------------------------ one scheme at N
 
 
+_WIDTHS: dict[tuple[str, int], list[int]] = {}  # a scheme's name and tables say its widths
+
+
 def key_widths(scheme: BlockScheme) -> list[int]:
-    return scheme.key_bits()
+    name = (scheme.name, len(scheme.tables))
+    if name not in _WIDTHS:
+        _WIDTHS[name] = scheme.key_bits()
+    return _WIDTHS[name]
 
 
 def probes_per_table(scheme: BlockScheme) -> list[int]:
@@ -306,7 +313,8 @@ def sample_recall(scheme: BlockScheme, pairs: np.ndarray) -> float:
 # ------------------------------------------------------------------ candidates
 
 
-def candidates(radius: int, extra: int = 2) -> list[BlockScheme]:
+@lru_cache(maxsize=16)
+def candidates(radius: int, extra: int = 2) -> tuple[BlockScheme, ...]:
     """The layouts blocks.py can express for K = radius .. radius + extra: kK-bB,
     two-level kK-bBxC and probed kK-bB-mM, within its limits on tables and probes."""
     specs: list[str] = []
@@ -335,7 +343,7 @@ def candidates(radius: int, extra: int = 2) -> list[BlockScheme]:
         same = (scheme.tables, scheme.radius)
         if same not in out or out[same].k < scheme.k:
             out[same] = scheme
-    return list(out.values())
+    return tuple(out.values())
 
 
 # ------------------------------------------------------------------ the plan
@@ -401,6 +409,7 @@ def plan(
     show: int = 12,
     costs: Costs = COSTS,
     progress: Callable[[str], None] | None = None,
+    recall: bool = True,
 ) -> Plan:
     """The layouts for `docs` documents that find every pair within `radius`, best first
     (fewest bytes a document, then least CPU): those whose buckets hold at most
@@ -451,7 +460,7 @@ def plan(
     excluded = left[: show if not fit else 3]
     if default_row.excluded and default_row not in excluded:
         excluded.append(default_row)
-    for r in shown + excluded:
+    for r in shown + excluded if recall else []:  # recall=False: the selection alone
         scheme = schemes[r.scheme]
         if progress is not None:
             progress(f"recall of {r.scheme}")
