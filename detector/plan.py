@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 import re
+import textwrap
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -35,8 +36,12 @@ from .errors import ConfigError
 
 MAX_PLANNED_BUCKET = 512  # entries a bucket may hold on average at N: "a few hundred"
 MAX_LOOKUP_ENTRIES = 2_000  # entries a lookup may read at N (issue 19's target)
+# Bucket reads a lookup, each a Redis command (Costs.us_command): 256 is about 4 times
+# the server CPU a document of today's default; beyond, probing costs more than it saves.
+MAX_BUCKET_READS = 256
 MC_PAIRS = 4000  # random pairs a distance for the chance a scheme finds it beyond its K
 MC_SEED = 19
+NOTE_WIDTH = 100
 FAMILIES = ("b", "id", "dec", "dg", "log", "tx")
 SHARD_TAGS = 64  # keys.SHARDS: the tags a cluster spreads; more primaries gain nothing
 LOG_KEEP = 65_536  # index.LOG_KEEP: the log's entries stay bounded whatever N is
@@ -413,8 +418,9 @@ def plan(
 ) -> Plan:
     """The layouts for `docs` documents that find every pair within `radius`, best first
     (fewest bytes a document, then least CPU): those whose buckets hold at most
-    MAX_PLANNED_BUCKET entries at N, whose lookups read at most MAX_LOOKUP_ENTRIES, that
-    never reach --max-bucket below N, and that fit `memory`."""
+    MAX_PLANNED_BUCKET entries at N, whose lookups read at most MAX_LOOKUP_ENTRIES in at
+    most MAX_BUCKET_READS commands, that never reach --max-bucket below N, and that fit
+    `memory`."""
     if docs < 1:
         raise ConfigError(f"--docs must be at least 1, not {docs}")
     if not 0 <= radius < BITS:
@@ -436,6 +442,11 @@ def plan(
         if r.entries > MAX_LOOKUP_ENTRIES:
             r.excluded.append(
                 f"a lookup reads {r.entries:,.0f} entries at N (over {MAX_LOOKUP_ENTRIES:,})"
+            )
+        if r.probes > MAX_BUCKET_READS:
+            r.excluded.append(
+                f"{r.probes:,} bucket reads a lookup (over {MAX_BUCKET_READS}): "
+                f"{r.cpu_us:,.0f} us of Redis CPU a document"
             )
         _, problem = planned_bucket(scheme, max_bucket, docs)
         if problem:
@@ -555,8 +566,7 @@ def render(p: Plan) -> str:
         for r, text in zip(p.excluded, table[1:], strict=True):
             out.append(text)
             out += [f"    - {why}" for why in r.excluded]
-    out += [
-        "",
+    notes = [
         "Modelled (detector/plan.py, Costs): bytes a document by key family (b block "
         "tables, id map, dec decisions, dg digests, log, tx texts), bucket sizes for "
         "uniform fingerprints, entries a lookup reads (tables x probes x min(bucket, "
@@ -568,16 +578,18 @@ def render(p: Plan) -> str:
         f"(distance ~ Binomial(64, {p.radius}/64)).",
     ]
     if p.sample is not None:
-        out.append(
+        notes.append(
             f"sample: the share of the {p.sample['pairs']:,} true pairs of "
             f"{p.sample['file']} ({p.sample['source']}) each layout finds, measured."
         )
     if memory:
-        out.append(
+        notes.append(
             f"primaries: of {human(p.memory or 0)} each, for a Redis Cluster; "
             + COORDINATOR_NOTE
             + "."
         )
+    out.append("")
+    out += [line for note in notes for line in textwrap.wrap(note, NOTE_WIDTH)]
     return "\n".join(out) + "\n"
 
 

@@ -130,6 +130,7 @@ def test_no_listed_layout_reaches_the_cap_below_n(docs: int, max_bucket: int, ra
     for r in made.rows:
         assert r.cap_docs > docs and r.bucket_worst <= P.MAX_PLANNED_BUCKET
         assert r.k >= radius and r.entries <= P.MAX_LOOKUP_ENTRIES and not r.excluded
+        assert r.probes <= P.MAX_BUCKET_READS
         _, problem = P.planned_bucket(BlockScheme.parse(r.scheme), max_bucket, docs)
         assert problem is None
     for r in made.excluded:
