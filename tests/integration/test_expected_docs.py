@@ -102,3 +102,17 @@ def test_a_scheme_that_reaches_the_cap_below_the_plan_is_refused(
     assert "reaches --max-bucket 1024 at 67,108,864 documents" in done.stderr
     assert "neardup plan --docs 100000000" in done.stderr
     assert not backend.exists(f"nd:{{{name}}}:meta")  # refused before anything was written
+
+
+def test_the_plan_travels_with_an_export(backend: Any, names: list[str], tmp_path: Any) -> None:
+    name, copy = unique("plan"), unique("plan")
+    names += [name, copy]
+    index = RedisIndex(backend, SCHEME, name, expected_docs=PLANNED)
+    index.bind("v1")
+    add(index, entries("x", 20, seed=5))
+    dump = tmp_path / "export.jsonl"
+    run_detector(["index", "export", "--index", name, "-o", str(dump), *at(backend)])
+    run_detector(["index", "import", str(dump), "--index", copy, *at(backend)])
+    out = json.loads(run_detector(["index", "stats", "--index", copy, *at(backend)]).stdout)
+    assert out["plan"]["expected_docs"] == PLANNED
+    assert out["plan"]["of_plan"] == round(20 / PLANNED, 4)

@@ -174,10 +174,12 @@ class RedisIndex:
         planned = have.get("expected_docs")
         if self.expected_docs is not None and planned != str(self.expected_docs):
             log.warning(
-                "index %r is planned for %s documents (its meta's expected_docs), not the "
-                "--expected-docs %d given here: the index keeps its own plan",
+                "index %r is planned for %s, not the --expected-docs %d given here: the "
+                "index keeps the plan it was made with",
                 self.namespace,
-                planned or "no number of",
+                f"{planned} documents (its meta's expected_docs)"
+                if planned
+                else "nothing (it was made without --expected-docs)",
                 self.expected_docs,
             )
         what = {
