@@ -604,6 +604,16 @@ DEAD_LETTER_TOPIC = Option(
     check=topic_problem,
 )
 
+MAX_BUCKET = Option(
+    "max-bucket",
+    "int",
+    DEFAULT_MAX_BUCKET,
+    "newest entries a block-table bucket keeps and a lookup reads from it: a flood of "
+    "variants into one bucket cannot slow every lookup",
+    ("serve",),
+    check=at_least(1),
+)
+
 EXACTLY_ONCE = Option(
     "exactly-once",
     "bool",
@@ -900,14 +910,11 @@ OWN: tuple[Option, ...] = (
         metavar="SECONDS",
         check=SECONDS,
     ),
-    Option(
-        "max-bucket",
-        "int",
-        DEFAULT_MAX_BUCKET,
-        "newest entries a block-table bucket keeps and a lookup reads from it: a flood of "
-        "variants into one bucket cannot slow every lookup",
-        ("serve", "plan"),
-        check=at_least(1),
+    MAX_BUCKET,
+    replace(
+        MAX_BUCKET,
+        help="serve's --max-bucket: no layout whose buckets reach it below --docs is listed",
+        commands=("plan",),
     ),
     Option(
         "expected-docs",
