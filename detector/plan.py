@@ -221,6 +221,11 @@ class Row:
             "bucket_worst_table": round(self.bucket_worst, 3),
             "entries_per_lookup": round(self.entries, 1),
             "commands_per_doc": round(self.commands, 1),
+            "commands": {
+                "bucket_reads": self.probes,
+                "appends": self.tables,
+                "other": round(self.commands - self.probes - self.tables, 1),
+            },
             "cpu_us_per_doc": round(self.cpu_us, 1),
             "reaches_max_bucket_at": round(self.cap_docs),
             "found_at_distance": {str(d): round(p, 4) for d, p in self.found.items()},
@@ -456,17 +461,23 @@ def plan(
         if memory is not None:
             r.primaries = primaries(r.bytes, docs, memory)
             if docs * r.total > memory:
+                coordinator = docs * (r.bytes["dec"] + r.bytes["id"] + r.bytes["log"])
                 more = (
                     f"a Redis Cluster needs {r.primaries} primaries of {human(memory)}"
                     if r.primaries
                     else "no Redis Cluster of such primaries holds it: the coordinator's "
-                    "slot alone outgrows one"
+                    + (
+                        f"slot alone ({human(coordinator)}) outgrows one"
+                        if coordinator > memory
+                        else "slot and one shard tag outgrow one"
+                    )
                 )
                 r.excluded.append(f"{human(docs * r.total)} does not fit {human(memory)}; {more}")
         (left if r.excluded else fit).append(r)
     fit.sort(key=lambda r: (r.total, r.cpu_us))
     left.sort(key=lambda r: (len(r.excluded), r.total))
     shown = fit[:show]
+    shown += [r for r in fit[show:] if r.default]  # the default's row, wherever it ranks
     default_row = next(r for r in fit + left if r.default)
     excluded = left[: show if not fit else 3]
     if default_row.excluded and default_row not in excluded:

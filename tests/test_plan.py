@@ -303,3 +303,9 @@ def test_an_unreadable_sample(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     alone.write_text('{"id": "a", "text": "no truth anywhere"}\n')
     assert main(["plan", "--docs", "10", "--sample", str(alone)]) == 2
     assert "a stream without truth" in capsys.readouterr().err
+
+
+def test_the_default_row_is_shown_wherever_it_ranks() -> None:
+    made = P.plan(100_000, 3, show=1, recall=False)
+    assert made.rows[0].scheme != "k6-b8"
+    assert any(r.default and r.scheme == "k6-b8" for r in made.rows)
