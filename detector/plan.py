@@ -71,18 +71,21 @@ class Costs:
     # Server CPU, modelled: a command costs `us_command`, every entry a lookup reads
     # `us_entry` more. us_command makes k6-b8 on the dev stream (28 bucket reads, 28
     # appends, `other_commands` others, next to no entries read) 141 us, the README's
-    # measured 132-148 us; us_entry is a guess (12 bytes copied into a reply), not yet
-    # measured: the scale benchmark will say.
+    # measured 132-148 us. us_entry from bench/scale.py's lookups of k6-b8 (README "At
+    # scale"): 30-35 us a document reading 479 entries at 10^6, 69-78 us reading 4,324 at
+    # 10^7, so about 0.01 us an entry read.
     us_command: float = 2.2
     us_entry: float = 0.01
     other_commands: float = 8.0  # digest, id map, decision, text, the scripts' shares
 
 
 COSTS = Costs()
-MEASURED = {
-    "k6-b8": "b+id 761 B/doc at 10^6 random (INFO used_memory); 132-148 us/doc on the dev "
-    "stream (INFO cpu)",
-    "k7-b4-m1": "b+id 121 B/doc at 10^6 random (INFO used_memory)",
+MEASURED = {  # bench/scale.py (README "At scale") and `neardup bench` (README "Memory")
+    "k6-b8": "at 10^6: 1,115 B/doc but texts (b 537, dec 532), lookup 479 entries, "
+    "decide 132-211 us/doc; at 10^7: 960 B/doc (b 380, dec 536), lookup 4,324 entries, "
+    "decide 201-208 us/doc; dev stream: 132-148 us/doc (INFO cpu)",
+    "k7-b4-m1": "at 10^6: 663 B/doc but texts (b 76, dec 537), lookup 1,086 entries, "
+    "decide 104 us/doc",
 }
 
 
