@@ -36,8 +36,8 @@ from .errors import ConfigError
 
 MAX_PLANNED_BUCKET = 512  # entries a bucket may hold on average at N: "a few hundred"
 MAX_LOOKUP_ENTRIES = 2_000  # entries a lookup may read at N (issue 19's target)
-# Bucket reads a lookup, each a Redis command (Costs.us_command): 256 is about 4 times
-# the server CPU a document of today's default; beyond, probing costs more than it saves.
+# Bucket reads a lookup, each a Redis command (Costs.us_bucket_op): beyond 256, probing
+# costs more server CPU than the fewer tables save.
 MAX_BUCKET_READS = 256
 MC_PAIRS = 4000  # random pairs a distance for the chance a scheme finds it beyond its K
 MC_SEED = 19
@@ -52,30 +52,38 @@ class Costs:
     """The model's constants. Bytes are Redis's (INFO used_memory or MEMORY USAGE), CPU is
     the server's (INFO cpu). Re-calibrate here from the 10^6 / 10^7 scale benchmark."""
 
-    # keys.ENTRY: fingerprint 8 bytes + number 4 (layout 2)
+    # keys.ENTRY: fingerprint 8 bytes + number 4 (layout 2), and what an entry costs in a
+    # bucket the commits grew an APPEND at a time (Redis's string slack): 14.4 B, fitted
+    # with key_large to k6-b8's buckets at 10^6 (26.2 B an entry, 15 a bucket) and 10^7
+    # (15.6 B, 152 a bucket; bench/scale.py, README "At scale").
     entry: float = 12.0
-    # Per bucket key (dict entry, key name, object) and the strings' growth slack (APPEND
-    # doubles a string's room), solved from two measurements of k6-b8's 28 tables:
-    # 66.3 B a document a table on the dev stream (1,856 / 28, 6,890 documents, 0.105
-    # entries a bucket: README "Memory", MEMORY USAGE) and 26.7 at 10^6 random
-    # fingerprints (15.3 entries a bucket: README, (761 - id map) / 28, INFO used_memory).
-    # k7-b4-m1's 121 B/doc at 10^6 (4 tables of 16-bit keys) gives the same 26.7.
-    key_overhead: float = 44.8
-    slack: float = 0.975  # extra bytes an entry, as a share of `entry`
-    # Bytes a document of the other families, on the dev stream (README "Memory", server):
-    id: float = 13.0  # id map; at 10^6 random the two scheme rows imply 14.3
-    dec: float = 503.0  # decisions (JSON header and decision)
-    dg: float = 99.0  # digests
-    log: float = 67.0  # log, while every document is in it (bounded by LOG_KEEP)
-    tx: float = 875.0  # texts, zstd with the index's dictionary (README "Texts")
-    # Server CPU, modelled: a command costs `us_command`, every entry a lookup reads
-    # `us_entry` more. us_command makes k6-b8 on the dev stream (28 bucket reads, 28
-    # appends, `other_commands` others, next to no entries read) 141 us, the README's
-    # measured 132-148 us. us_entry from bench/scale.py's lookups of k6-b8 (README "At
-    # scale"): 30-35 us a document reading 479 entries at 10^6, 69-78 us reading 4,324 at
-    # 10^7, so about 0.01 us an entry read.
-    us_command: float = 2.2
-    us_entry: float = 0.01
+    entry_grown: float = 14.4
+    # Per bucket key (dict entry, key name, object, the allocator's rounding): about 52 B
+    # for a bucket of one entry (the dev stream: 66.3 B a document a table, 6,890
+    # documents, README "Memory"), 180 B from about 15 entries on (the fit above), in
+    # between log-linear in the entries a bucket. k7-b4-m1's 121 B/doc at 10^6 (b + id)
+    # comes out within 3%.
+    key_small: float = 52.0
+    key_large: float = 180.0
+    key_large_from: float = 15.0  # entries a bucket
+    # Bytes a document of the other families, at 10^6-10^7 (bench/scale.py, README "At
+    # scale"; on the dev stream: id 13, dec 503-598, dg 98-99):
+    id: float = 20.6  # id map: hashes of 128 ids
+    dec: float = 536.0  # decisions (JSON header and decision)
+    dg: float = 24.0  # digests
+    log: float = 67.0  # log, while every document is in it (bounded by LOG_KEEP; dev stream)
+    tx: float = 829.0  # a dev-stream text, zstd with the index's dictionary (README "Texts")
+    # Server CPU of the decide path, modelled: a bucket read or append costs
+    # `us_bucket_op`, every entry a lookup reads `us_entry` more (the appends to larger
+    # buckets grow with it too), and the rest of a document (digest, id map, decision,
+    # text, the scripts' shares) `us_rest`. Fitted to bench/scale.py's decide figures
+    # (README "At scale"; a Detector over the index, 512 a batch): k6-b8 58 us at 3,000
+    # documents and 201-208 us at 10^7, k7-b4-m1 104 us at 10^6. Not matched: k6-b8's
+    # 132-211 us at 10^6 (one run beside a test run) and `neardup bench`'s 132-148 us
+    # on the dev stream through Kafka (smaller batches, each reading the log).
+    us_bucket_op: float = 0.65
+    us_entry: float = 0.0344
+    us_rest: float = 19.8
     other_commands: float = 8.0  # digest, id map, decision, text, the scripts' shares
 
 
@@ -173,7 +181,10 @@ def family_bytes(scheme: BlockScheme, docs: int, costs: Costs = COSTS) -> dict[s
         buckets = 2.0**width
         # buckets holding at least one entry (Poisson), each with Redis's per-key bytes
         filled = buckets * -math.expm1(-docs / buckets)
-        tables += costs.entry * (1 + costs.slack) + costs.key_overhead * filled / docs
+        per_key = docs / filled  # entries in a bucket that has any
+        grow = math.log(max(per_key, 1.0)) / math.log(costs.key_large_from)
+        key = costs.key_small + (costs.key_large - costs.key_small) * min(grow, 1.0)
+        tables += costs.entry_grown + key * filled / docs
     return {
         "b": tables,
         "id": costs.id,
@@ -257,7 +268,9 @@ def row(scheme: BlockScheme, docs: int, max_bucket: int, costs: Costs = COSTS) -
         bucket_worst=bucket_size(min(widths), docs),
         entries=entries,
         commands=commands,
-        cpu_us=costs.us_command * commands + costs.us_entry * entries,
+        cpu_us=costs.us_bucket_op * (sum(probes) + len(widths))
+        + costs.us_entry * entries
+        + costs.us_rest,
         cap_docs=cap_docs(scheme, max_bucket),
     )
 
