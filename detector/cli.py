@@ -482,6 +482,7 @@ def _serve(args: argparse.Namespace) -> int:
         max_bucket=args.max_bucket,
         observe=REDIS_SECONDS.observe,
         vectors=settings.vector_block_scheme(),
+        expected_docs=args.expected_docs,
     )
     detector = settings.detector(index, bind=False)
     KERNELS.labels(detector.engine.kernels.name).set(1)
@@ -715,6 +716,43 @@ def _bench(args: argparse.Namespace) -> int:
     return main(args)
 
 
+def _plan(args: argparse.Namespace) -> int:
+    import time
+
+    from . import plan
+    from .blocks import BlockScheme
+    from .settings import DEFAULT_SCHEME
+
+    radius = BlockScheme.parse(DEFAULT_SCHEME).k if args.radius is None else args.radius
+    memory = None if args.memory is None else plan.parse_bytes(args.memory)
+    pairs, sample = None, None
+    if args.sample is not None:
+        started = time.monotonic()
+        bar: Any = None
+
+        def progress(records: int) -> None:  # a bar once the sample takes over a second
+            nonlocal bar
+            if bar is None and time.monotonic() - started > 1:
+                from tqdm import tqdm
+
+                bar = tqdm(unit=" records", file=sys.stderr, desc="fingerprinting --sample")
+            if bar is not None:
+                bar.update(records)
+
+        try:
+            pairs, sample = plan.read_sample(args.sample, progress)
+        finally:
+            if bar is not None:
+                bar.close()
+    made = plan.plan(args.docs, radius, args.max_bucket, memory, DEFAULT_SCHEME, pairs)
+    made.sample = sample
+    if args.format == "json":
+        print(json.dumps(made.to_dict()))
+    else:
+        sys.stdout.write(plan.render(made))
+    return 0
+
+
 def _index(args: argparse.Namespace) -> int:
     """The maintenance commands; each opens the index with the settings it was made with."""
     from .index.redis import RedisIndex, maintenance
@@ -751,9 +789,14 @@ def _index(args: argparse.Namespace) -> int:
 
 
 def _index_stats(args: argparse.Namespace, index: Any) -> None:
+    from .index import DEFAULT_MAX_BUCKET
     from .index.redis import maintenance
+    from .plan import plan_lines
 
-    stats = {"index": args.index, **index.meta(), **index.stats()}
+    meta = index.meta()
+    stats = {"index": args.index, **meta, **index.stats()}
+    if planned := plan_lines(meta, stats, DEFAULT_MAX_BUCKET):
+        stats["plan"] = planned
     exact = args.memory == "exact"
     progress = _progress(args, unit=" keys") if exact else None
     try:
@@ -864,4 +907,5 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "index": _index,
     "tail": _tail,
     "bench": _bench,
+    "plan": _plan,
 }

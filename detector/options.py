@@ -286,6 +286,12 @@ def _vector_scheme(spec: str) -> str | None:
     return None if spec == "auto" else _scheme(spec)
 
 
+def _bytes(text: str) -> str | None:
+    from .plan import bytes_problem  # numpy, as above
+
+    return bytes_problem(text)
+
+
 def _engine(name: str, kind: Kind, default: Any, help: Any, **more: Any) -> Option:
     return Option(name, kind, default, help, ENGINE_COMMANDS, group="engine", **more)
 
@@ -605,6 +611,16 @@ DEAD_LETTER_TOPIC = Option(
     check=topic_problem,
 )
 
+MAX_BUCKET = Option(
+    "max-bucket",
+    "int",
+    DEFAULT_MAX_BUCKET,
+    "newest entries a block-table bucket keeps and a lookup reads from it: a flood of "
+    "variants into one bucket cannot slow every lookup",
+    ("serve",),
+    check=at_least(1),
+)
+
 EXACTLY_ONCE = Option(
     "exactly-once",
     "bool",
@@ -753,6 +769,55 @@ OWN: tuple[Option, ...] = (
         check=between(0, 64),
     ),
     _cli("json", "bool", False, "print the scores as one JSON line", "eval", negatable=False),
+    # plan
+    _cli(
+        "docs",
+        "int",
+        None,
+        "documents the index is to hold (N)",
+        "plan",
+        metavar="N",
+        required=True,
+        check=at_least(1),
+    ),
+    _cli(
+        "radius",
+        "int",
+        None,
+        "the Hamming distance every layout must find all pairs within (default: the "
+        "default scheme's k)",
+        "plan",
+        metavar="K",
+        check=between(0, 63),
+    ),
+    _cli(
+        "memory",
+        "str",
+        None,
+        "keep the layouts whose N documents fit in this many bytes of Redis: 64G or 64GiB "
+        "(2^30 each), 64GB (10^9), or bytes; also says how many Redis Cluster primaries of "
+        "this size each needs",
+        "plan",
+        metavar="BYTES",
+        check=_bytes,
+    ),
+    _cli(
+        "sample",
+        "str",
+        None,
+        "measure recall on the true pairs of this file: a stream with truth (in its records "
+        "or as NAME-truth.jsonl.gz beside it) or a decisions file of `neardup detect`",
+        "plan",
+        metavar="FILE",
+    ),
+    _cli(
+        "format",
+        "choice",
+        "table",
+        "table: an aligned table; json: one JSON object, for machines",
+        "plan",
+        choices=("table", "json"),
+    ),
     # serve, and the topics of produce and tail
     INPUT_TOPIC,
     OUTPUT_TOPIC,
@@ -852,13 +917,22 @@ OWN: tuple[Option, ...] = (
         metavar="SECONDS",
         check=SECONDS,
     ),
+    MAX_BUCKET,
+    replace(
+        MAX_BUCKET,
+        help="serve's --max-bucket: no layout whose buckets reach it below --docs is listed",
+        commands=("plan",),
+    ),
     Option(
-        "max-bucket",
+        "expected-docs",
         "int",
-        DEFAULT_MAX_BUCKET,
-        "newest entries a block-table bucket keeps and a lookup reads from it: a flood of "
-        "variants into one bucket cannot slow every lookup",
+        None,
+        "the documents the index is planned for, recorded in its meta when it is made "
+        "(`index stats` says how far it is from the plan); a --scheme whose buckets reach "
+        "--max-bucket below it is refused: choose one with `neardup plan --docs N`. "
+        "Default: an index without a plan",
         ("serve",),
+        metavar="N",
         check=at_least(1),
     ),
     EXACTLY_ONCE,
@@ -1105,6 +1179,15 @@ COMMANDS: tuple[Command, ...] = (
         "(prints figures)",
     ),
     Command("tail", "print the records arriving on a topic"),
+    Command(
+        "plan",
+        "the index layouts that fit N documents: bytes, lookups, CPU and recall of each",
+        "Print the block-table layouts an index of --docs documents can be made with, best "
+        "first: bytes a document by Redis key family, the entries a lookup reads, Redis "
+        "commands and CPU a document (modelled), and the recall at --radius (the binomial "
+        "model, or measured on --sample). Layouts whose buckets reach --max-bucket below N "
+        "are never listed as fitting.",
+    ),
     Command(
         "index",
         "maintain a Redis index: stats, export, import, delete, sweep, migrate",

@@ -21,6 +21,7 @@ from redis.cluster import RedisCluster
 
 from ...blocks import BlockScheme
 from ...errors import BackendUnavailable, ConfigError
+from ...plan import planned_bucket
 from ...records import Decision
 from ...vectors import default_vector_scheme, unpack
 from .. import DEFAULT_MAX_BUCKET, Candidate, Commit, Committed, Entry, Found, Query, scheme_for
@@ -152,10 +153,20 @@ class RedisIndex:
         observe: Callable[[float], None] | None = None,
         vectors: BlockScheme | None = None,
         codec: Codec | None = None,
+        expected_docs: int | None = None,
     ) -> None:
         self.layout = Layout(namespace)
         if retention < 0 or text_ttl < 0 or decision_ttl < 0 or max_bucket < 1:
             raise ConfigError("retention and TTLs must be >= 0 and max_bucket >= 1")
+        if expected_docs is not None:
+            if expected_docs < 1:
+                raise ConfigError(f"--expected-docs must be at least 1, not {expected_docs}")
+            _, problem = planned_bucket(scheme, max_bucket, expected_docs)
+            if problem:
+                raise ConfigError(f"--expected-docs {expected_docs}: {problem}")
+        # the documents the index is planned for: recorded in its meta when it is made,
+        # never a field a consumer must match (an index without a plan stays valid)
+        self.expected_docs = expected_docs
         self.store = Store(client, self.layout, observe)
         self.client = client
         self.scheme = scheme
@@ -210,9 +221,23 @@ class RedisIndex:
             raise ConfigError(_layout_problem(self.namespace, have["layout"]))
         check_encodings(self.client)
         if not have or "vectors" not in have:  # an index made before vectors had tables
-            for name, value in want.items():
+            made = {**want}
+            if not have and self.expected_docs is not None:
+                made["expected_docs"] = str(self.expected_docs)
+            for name, value in made.items():
                 self.store.call(self.client.hsetnx, meta, name, value)
             have = self.meta()
+        planned = have.get("expected_docs")
+        if self.expected_docs is not None and planned != str(self.expected_docs):
+            log.warning(
+                "index %r is planned for %s, not the --expected-docs %d given here: the "
+                "index keeps the plan it was made with",
+                self.namespace,
+                f"{planned} documents (its meta's expected_docs)"
+                if planned
+                else "nothing (it was made without --expected-docs)",
+                self.expected_docs,
+            )
         what = {
             "layout": "key layout",
             "version": "fingerprints of",
@@ -252,6 +277,7 @@ class RedisIndex:
         if meta.get("layout") != LAYOUT:
             raise ConfigError(_layout_problem(namespace, meta.get("layout", "1")))
         vectors = meta.get("vectors")
+        planned = meta.get("expected_docs")
         index = cls(
             client,
             BlockScheme.parse(meta["scheme"]),
@@ -259,6 +285,9 @@ class RedisIndex:
             retention=int(meta["retention"]),
             vectors=BlockScheme.parse(vectors) if vectors else None,
         )
+        # the plan travels with an export; not checked against the cap again: the index
+        # was made with it (and a consumer's --max-bucket is its own)
+        index.expected_docs = int(planned) if planned else None
         index.bind(meta["version"])
         return index
 
