@@ -864,7 +864,7 @@ def _index_import(args: argparse.Namespace, client: Any) -> int:
         if not isinstance(header, dict) or header.get("neardup_index_export") != EXPORT_FORMAT:
             raise ConfigError(f"{args.input}: not an export of `neardup index export`")
         name = args.index or header["name"]
-        index = RedisIndex.from_meta(client, name, header)
+        index = RedisIndex.from_export(client, name, header)
         progress = _progress(args)
 
         def records() -> Iterator[dict[str, Any]]:

@@ -176,3 +176,32 @@ def test_a_range_left_pending_is_applied_by_the_migration(
     assert done.pending == 1 and backend.zcard(pending) == 0
     assert {(k, f): backend.hget(k, f) for k, f in unapplied} == unapplied
     assert answers(RedisIndex.open(backend, name), expect) == expect
+
+
+def test_an_export_of_layout_2_imports_into_layout_3(
+    backend: Any, old: tuple[str, dict[str, Any]], tmp_path: Path
+) -> None:
+    """The other way across: what layout 2's `index export` wrote (the fixture's export,
+    under layout 2's header) imports into a new index of layout 3."""
+    _, expect = old
+    path = tmp_path / "export.jsonl"
+    header = {"neardup_index_export": 1, "name": "old", **expect["meta"]}
+    assert header["layout"] == "2"
+    with path.open("w") as f:
+        for line in (header, *expect["export"]):
+            f.write(json.dumps(line) + "\n")
+    name = unique("imported")
+    try:
+        done = cli(backend, "index", "import", str(path), "--index", name)
+        assert f"imported {len(expect['export'])} records" in done.stderr
+        index = RedisIndex.open(backend, name)
+        indexed = [r for r in expect["export"] if "text" in r or "vector" in r]
+        assert index.meta()["layout"] == "3"
+        assert index.stats()["documents"] == len(indexed)
+        prints = [int(r["decision"]["fingerprint"], 16) for r in indexed]
+        found = index.lookup([Query("t", fp, "") for fp in prints])
+        assert all(
+            r["id"] in {c.id for c in f.candidates} for r, f in zip(indexed, found, strict=True)
+        )
+    finally:
+        drop_index(backend, name)

@@ -291,6 +291,17 @@ class RedisIndex:
         index.bind(meta["version"])
         return index
 
+    @classmethod
+    def from_export(
+        cls, client: redis.Redis | RedisCluster, namespace: str, header: dict[str, Any]
+    ) -> RedisIndex:
+        """The index an export's header describes, to import it into: an export of a
+        layout that `index migrate` takes across imports into this layout, since its
+        records (decisions, texts, digests) do not depend on the key layout."""
+        if header.get("layout") in MIGRATES_FROM:
+            header = {**header, "layout": LAYOUT}
+        return cls.from_meta(client, namespace, header)
+
     # ------------------------------------------------------------------ keys
 
     def scheme_for(self, space: str) -> BlockScheme:
