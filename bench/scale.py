@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The Redis index at scale (key layout 2): an index of --docs documents bulk-loaded
+"""The Redis index at scale (key layout 3): an index of --docs documents bulk-loaded
 (detector.index.redis.bulk), then what it weighs and what a lookup and a decision cost.
 
     python bench/scale.py --docs 1000000 --redis-url redis://localhost:26390/0
@@ -14,9 +14,9 @@ their texts and digests, spread evenly among random fingerprints with ids of the
 - memory: INFO used_memory before and after the load, a document; MEMORY USAGE by key
   family (every key with --exact, else a sample of each primary's keys: footprint.py),
   a document, everything but the texts apart from the texts (a text of the real records);
-- the model constants of a planner: the bytes a bucket entry costs in Redis (its key's
-  overhead and the string's slack spread over it), a key's overhead above its value,
-  keys a family;
+- the model constants of a planner: the bytes a bucket entry costs in Redis (its bucket
+  hash's overhead spread over it), a hash's overhead above its entries, keys a family;
+  the bucket hashes by encoding (OBJECT ENCODING of a sample);
 - lookups: --lookups real records (after those loaded), looked up as one batch --repeat
   times: bucket entries each reads (mean, p99), round trips a batch, latency a batch and
   a document, Redis CPU a document (INFO cpu, used_cpu_user + used_cpu_sys);
@@ -50,9 +50,10 @@ from detector.blocks import BlockScheme  # noqa: E402
 from detector.index import Query  # noqa: E402
 from detector.index.redis import Batch, RedisIndex, maintenance  # noqa: E402
 from detector.index.redis.bulk import load  # noqa: E402
-from detector.index.redis.keys import ENTRY  # noqa: E402
+from detector.index.redis.keys import entry_bytes, fields  # noqa: E402
 from detector.pipeline import Limits, prepare  # noqa: E402
 from detector.settings import DEFAULT_SCHEME, EngineSettings  # noqa: E402
+from detector.vectors import default_vector_scheme  # noqa: E402
 
 DEFAULT_REAL = ROOT.parent / "shared" / "data" / "dev-stream.jsonl.gz"
 
@@ -185,7 +186,7 @@ def main() -> int:
     del digests, fps
     print(
         f"load: {got.seconds:,.1f} s, {n / got.seconds:,.0f} docs/s "
-        f"({got.appends:,} APPENDs; evicted {got.evicted}, buckets cut {got.cut})",
+        f"({got.appends:,} buckets written; evicted {got.evicted}, buckets cut {got.cut})",
         flush=True,
     )
     print(f"INFO used_memory: +{added:,} bytes, {added / n:,.1f} B a document", flush=True)
@@ -229,13 +230,14 @@ def weigh(fp: Any, n: int, n_texts: int, scheme: BlockScheme) -> None:
     )
     tables = len(scheme.key_bits())
     entries = n * tables
-    b_bytes, b_keys = fp.bytes.get("b", 0.0), fp.keys.get("b", 1.0)
-    per_key = (b_bytes - entries * ENTRY.itemsize) / max(b_keys, 1)
+    size = entry_bytes(scheme, default_vector_scheme())
+    b_bytes, b_keys = fp.bytes.get("bh", 0.0), fp.keys.get("bh", 1.0)
+    per_key = (b_bytes - entries * size) / max(b_keys, 1)
     print(
-        f"model: a bucket entry costs {b_bytes / entries:.2f} B ({ENTRY.itemsize} of it the "
-        f"entry; {entries / b_keys:,.1f} entries a bucket, {per_key:,.1f} B a bucket key "
-        f"above its entries: key, object, string header and slack); "
-        f"{b_keys:,.0f} bucket keys, {b_keys / tables:,.0f} a table",
+        f"model: a bucket entry costs {b_bytes / entries:.2f} B ({size} of it the "
+        f"entry; {entries / b_keys:,.1f} entries a bucket hash, {per_key:,.1f} B a bucket "
+        f"hash above its entries: key, object, fields, listpack or hashtable); "
+        f"{b_keys:,.0f} bucket hashes, {b_keys / tables:,.0f} a table",
         flush=True,
     )
     for fam, what in (("dec", "a decision key"), ("id", "an id-map hash"), ("dg", "a digest hash")):
@@ -262,44 +264,54 @@ def weigh_texts(client: Any, index: RedisIndex, ids: list[str]) -> None:
     )
 
 
-def grown(client: Any, index: RedisIndex, seed: int, buckets: int = 1000) -> None:
-    """What the string slack of the normal path costs: a bulk load writes each bucket once,
-    at its size, where the commits grow it an entry at a time (APPEND: Redis leaves room
-    for as much again, when it must move it). A sample of buckets is copied the
-    commits' way, and both are weighed (MEMORY USAGE)."""
+def grown(client: Any, index: RedisIndex, seed: int, hashes: int = 50) -> None:
+    """What growing the buckets an entry at a time costs: a bulk load writes each bucket
+    once, at its size, where the commits set it again with one more entry (APPLY_SHARD's
+    HSET). A sample of bucket hashes is copied the commits' way, and both are weighed
+    (MEMORY USAGE), with their encodings."""
     rng = np.random.default_rng(seed)
     tables, width = len(index.scheme.key_bits()), max(index.scheme.key_bits())
-    keys = rng.integers(0, 2**width, buckets, dtype=np.uint64)
-    at = rng.integers(0, tables, buckets)
-    names, _ = index.layout.buckets(["t"] * buckets, at, keys)
+    keys = rng.integers(0, 2**width, hashes, dtype=np.uint64)
+    at = rng.integers(0, tables, hashes)
+    names, _ = index.layout.buckets(["t"] * hashes, at, keys)
     batch = Batch(client)
     for name in names:
-        batch.add(name, "GET", name)
-    values = [v or b"" for v in batch.execute()]
-    size = ENTRY.itemsize
+        batch.add(name, "HGETALL", name)
+    values = batch.execute()
+    size = index.entry_bytes
     copies = [(n if isinstance(n, bytes) else n.encode()) + b":grown" for n in names]
     batch = Batch(client)
     for copy, value in zip(copies, values, strict=True):
-        for i in range(0, len(value), size):
-            batch.add(copy, "APPEND", copy, value[i : i + size])
+        longest = max((len(v) for v in value.values()), default=0)
+        for end in range(size, longest + size, size):  # the commits' order: entry by entry
+            for field, v in value.items():
+                if end <= len(v):
+                    batch.add(copy, "HSET", copy, field, v[:end])
     batch.execute()
     batch = Batch(client)
     for name, copy in zip(names, copies, strict=True):
         batch.add(name, "MEMORY", "USAGE", name, "SAMPLES", "0")
         batch.add(copy, "MEMORY", "USAGE", copy, "SAMPLES", "0")
+        batch.add(name, "OBJECT", "ENCODING", name)
     weighed = batch.execute()
     batch = Batch(client)
     for copy in copies:
         batch.add(copy, "UNLINK", copy)
     batch.execute()
-    once = sum(int(w or 0) for w in weighed[0::2])
-    appended = sum(int(w or 0) for w in weighed[1::2])
-    entries = sum(len(v) for v in values) // size
+    once = sum(int(w or 0) for w in weighed[0::3])
+    appended = sum(int(w or 0) for w in weighed[1::3])
+    encodings: dict[str, int] = {}
+    for e in weighed[2::3]:
+        name = e.decode() if isinstance(e, bytes) else str(e)
+        encodings[name] = encodings.get(name, 0) + 1
+    entries = sum(len(v) for value in values for v in value.values()) // size
+    buckets = sum(len(value) for value in values)
     print(
-        f"model: {buckets} buckets ({entries / buckets:,.1f} entries each) weigh "
-        f"{once / entries:.2f} B an entry written once (as loaded), "
-        f"{appended / entries:.2f} B an entry grown an entry at a time (as the commits grow "
-        f"them): x{appended / once:.3f}",
+        f"model: {hashes} bucket hashes ({buckets / hashes:,.1f} buckets, {entries / hashes:,.1f} "
+        f"entries each; {', '.join(f'{k} {v}' for k, v in sorted(encodings.items()))}) weigh "
+        f"{once / max(entries, 1):.2f} B an entry written once (as loaded), "
+        f"{appended / max(entries, 1):.2f} B an entry grown an entry at a time (as the commits "
+        f"grow them): x{appended / max(once, 1):.3f}",
         flush=True,
     )
 
@@ -309,16 +321,16 @@ def lookups(
 ) -> None:
     _, prints = fingerprinted(engine, raw)
     queries = [Query(p.space, p.fingerprint, p.digest) for p in prints if p.space == "t"]
-    # entries read: the newest max_bucket of each probed bucket (STRLEN of each)
+    # entries read: the newest max_bucket of each probed bucket (HSTRLEN of each)
     tables, keys = scheme.probe_array([q.fingerprint for q in queries])
     per = keys.shape[1]
     names, _ = index.layout.buckets(
         ["t"] * keys.size, np.tile(np.broadcast_to(tables, (per,)), len(queries)), keys.ravel()
     )
     batch = Batch(client)
-    for key in names:
-        batch.add(key, "STRLEN", key)
-    lengths = np.minimum(np.array(batch.execute(), np.int64) // ENTRY.itemsize, index.max_bucket)
+    for key, field in zip(names, fields(keys.ravel()), strict=True):
+        batch.add(key, "HSTRLEN", key, field)
+    lengths = np.minimum(np.array(batch.execute(), np.int64) // index.entry_bytes, index.max_bucket)
     read = lengths.reshape(len(queries), per).sum(axis=1).tolist()
     trips: list[float] = []
     index.observe = trips.append

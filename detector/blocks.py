@@ -182,6 +182,37 @@ class BlockScheme:
                 out[:, t] |= ((fps >> np.uint64(start)) & np.uint64(mask)) << np.uint64(offset)
         return out
 
+    def rest_array(self, fingerprints: np.ndarray, table: int) -> np.ndarray:
+        """The bits of each fingerprint that `table`'s key does not hold, in order from
+        bit 0: with the key, all of it (`compose`). uint64."""
+        fps = np.asarray(fingerprints, dtype=np.uint64)
+        out = np.zeros(len(fps), np.uint64)
+        for start, mask, offset in self._rest_pieces[table]:
+            out |= ((fps >> np.uint64(start)) & np.uint64(mask)) << np.uint64(offset)
+        return out
+
+    def compose(self, table: int, keys: np.ndarray, rests: np.ndarray) -> np.ndarray:
+        """The fingerprints whose key in `table` and rest (rest_array) are given."""
+        keys, rests = np.asarray(keys, np.uint64), np.asarray(rests, np.uint64)
+        out = np.zeros(len(keys), np.uint64)
+        for pieces, part in ((self._pieces[table], keys), (self._rest_pieces[table], rests)):
+            for start, mask, offset in pieces:
+                out |= ((part >> np.uint64(offset)) & np.uint64(mask)) << np.uint64(start)
+        return out
+
+    @cached_property
+    def _rest_pieces(self) -> list[list[tuple[int, int, int]]]:
+        """Per table: (first bit, mask, offset in the rest) of each run its key lacks."""
+        out = []
+        for runs in self.tables:
+            held = {p for start, width in runs for p in range(start, start + width)}
+            pieces, offset = [], 0
+            for start, width in _runs([p for p in range(BITS) if p not in held]):
+                pieces.append((start, (1 << width) - 1, offset))
+                offset += width
+            out.append(pieces)
+        return out
+
     @cached_property
     def _pieces(self) -> list[list[tuple[int, int, int]]]:
         """Per table: (first bit, mask, offset in the key) of each run."""

@@ -764,6 +764,11 @@ def _index(args: argparse.Namespace) -> int:
         check(client, redis_at)
         if args.action == "import":
             return _index_import(args, client)
+        if args.action == "migrate":
+            from .index.redis.migrate import migrate
+
+            migrate(client, args.index)
+            return 0
         index = RedisIndex.open(client, args.index)
         if args.action == "stats":
             _index_stats(args, index)
@@ -859,7 +864,7 @@ def _index_import(args: argparse.Namespace, client: Any) -> int:
         if not isinstance(header, dict) or header.get("neardup_index_export") != EXPORT_FORMAT:
             raise ConfigError(f"{args.input}: not an export of `neardup index export`")
         name = args.index or header["name"]
-        index = RedisIndex.from_meta(client, name, header)
+        index = RedisIndex.from_export(client, name, header)
         progress = _progress(args)
 
         def records() -> Iterator[dict[str, Any]]:

@@ -52,7 +52,14 @@ PREFIX = "NEARDUP_"
 CONFIG_VARIABLE = "NEARDUP_CONFIG"  # the config file, when --config is not given
 IGNORED_PREFIX = "NEARDUP_STACK_"  # ops/stack.sh and the test tools: never read here
 
-INDEX_ACTIONS = ("index stats", "index export", "index import", "index delete", "index sweep")
+INDEX_ACTIONS = (
+    "index stats",
+    "index export",
+    "index import",
+    "index delete",
+    "index sweep",
+    "index migrate",
+)
 KAFKA_COMMANDS = ("serve", "produce", "tail", "bench")
 REDIS_COMMANDS = ("serve", "bench", *INDEX_ACTIONS)
 ENGINE_COMMANDS = ("detect", "serve", "extract")
@@ -1183,17 +1190,23 @@ COMMANDS: tuple[Command, ...] = (
     ),
     Command(
         "index",
-        "maintain a Redis index: stats, export, import, delete, sweep",
+        "maintain a Redis index: stats, export, import, delete, sweep, migrate",
         "Maintain the Redis index that `neardup serve` writes. Export writes every decision "
         "and every indexed document (with its text) as JSONL, a header line first; import "
         "writes such a file into a new index (on the same or another Redis, or a Redis "
-        "Cluster), numbering the documents again in their order.",
+        "Cluster), numbering the documents again in their order. Migrate rebuilds the block "
+        "tables of an index of key layout 2 in place (offline: stop its consumers first; "
+        "safe to run again after an interruption).",
     ),
     Command("index stats", "documents and memory of the index now, as JSON"),
     Command("index export", "write the index as JSONL (a backup, or to move it)"),
     Command("index import", "read an export into a new, empty index"),
     Command("index delete", "forget documents by id: no longer candidates, memory given back"),
     Command("index sweep", "give back now the memory of documents past the retention horizon"),
+    Command(
+        "index migrate",
+        "rebuild an index of an older key layout in place (its consumers stopped)",
+    ),
 )
 
 

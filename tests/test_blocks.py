@@ -7,6 +7,7 @@ import subprocess
 import sys
 from math import comb
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -251,3 +252,25 @@ def test_classic_schemes_probe_only_their_own_keys() -> None:
         scheme = SCHEMES[spec]
         assert scheme.radius == 0
         assert scheme.probes([12345]) == [list(enumerate(scheme.keys([12345])[0]))]
+
+
+@pytest.mark.parametrize("spec", ["k6-b8", "k3-b4", "k7-b4-m1", "k7-b8", "k5-b7"])
+def test_a_key_and_its_rest_are_the_whole_fingerprint(spec: str) -> None:
+    """What a bucket entry stores of a fingerprint (the rest of it beyond the table's key,
+    keys.pack_entries) gives it back with the bucket's key, in every table."""
+    from detector.index.redis.keys import entry_bytes, pack_entries, unpack_entries
+
+    scheme = BlockScheme.parse(spec)
+    rng = np.random.default_rng(7)
+    fps = rng.integers(0, 2**64 - 1, 500, dtype=np.uint64, endpoint=True)
+    fps[:2] = (0, 2**64 - 1)
+    nums = rng.integers(1, 2**32 - 1, 500, dtype=np.uint32)
+    keys = scheme.key_array(fps)
+    size = entry_bytes(scheme)
+    assert size == (64 - min(scheme.key_bits()) + 7) // 8 + 4
+    for t, bits in enumerate(scheme.key_bits()):
+        rests = scheme.rest_array(fps, t)
+        assert int(rests.max()) < 2 ** (64 - bits)
+        assert scheme.compose(t, keys[:, t], rests).tolist() == fps.tolist()
+        got, numbers = unpack_entries(pack_entries(scheme, t, fps, nums, size).ravel(), size)
+        assert got.tolist() == rests.tolist() and numbers.tolist() == nums.tolist()

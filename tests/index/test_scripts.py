@@ -28,7 +28,8 @@ FIXED = {
     "applied": lua.applied_args(LAYOUT, "1:2:3", 100),
     "sweep_ids": lua.sweep_ids_args(LAYOUT, 10, 1024),
     "count_ids": lua.count_ids_args(LAYOUT, 4096),
-    "filter_bucket": lua.filter_bucket_args("b", 7),
+    "filter_bucket": lua.filter_bucket_args("b", 5, 7, 10),
+    "sweep_buckets": lua.sweep_buckets_args(["b1", "b2"], 10, 10),
     "forget_digest": lua.forget_digest_args("dg", b"f", 7),
     "sweep_digests": lua.sweep_digests_args(["dg1", "dg2"], 10),
 }
@@ -107,11 +108,23 @@ def test_the_snapshot_and_a_shards_apply_are_read() -> None:
 
 def test_a_shards_apply_puts_buckets_then_digests_then_its_counter() -> None:
     args = lua.apply_shard_args(
-        ["b1", "b2"], [b"e1", b"e2"], ["dg"], [(b"f", 9)], "evicted", 300, 200, 60
+        ["b1", "b2"],
+        [3, 4],
+        [b"e1", b"e2"],
+        ["dg"],
+        [(b"f", 9)],
+        "evicted",
+        "sp",
+        10,
+        300,
+        200,
+        60,
+        5,
+        ["t"],
     )
-    assert args.keys == ("b1", "b2", "dg", "evicted") and args.key == "b1"
-    assert args.argv == (2, 300, 200, 60, b"e1", b"e2", b"f", 9)
-    digests_only = lua.apply_shard_args([], [], ["dg"], [(b"f", 9)], "evicted", 3, 2, 0)
+    assert args.keys == ("b1", "b2", "dg", "evicted", "sp") and args.key == "b1"
+    assert args.argv == (2, 10, 300, 200, 60, 5, 1, 3, b"e1", 4, b"e2", "t", b"f", 9)
+    digests_only = lua.apply_shard_args([], [], [], ["dg"], [(b"f", 9)], "ev", "sp", 10, 3, 2, 0)
     assert digests_only.key == "dg" and digests_only.argv[0] == 0
 
 

@@ -107,6 +107,8 @@ def state(client: Any, name: str) -> dict[bytes, Any]:
         value: Any
         if kind == b"hash":
             value = client.hgetall(key)
+        elif kind == b"set":
+            value = client.smembers(key)
         elif family == "tx":
             value = index.texts([key.split(b":tx:", 1)[1].decode()])
             if not any(value.values()):

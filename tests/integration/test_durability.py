@@ -40,6 +40,8 @@ def contents(client: Any, name: str) -> dict[bytes, Any]:
             out[key] = client.hgetall(key)
         elif kind == b"zset":
             out[key] = client.zrange(key, 0, -1, withscores=True)
+        elif kind == b"set":
+            out[key] = client.smembers(key)
         else:
             raise AssertionError(f"{key!r} is a {kind!r}: the index writes no such key")
     return out

@@ -10,6 +10,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import redis
+from redis.cluster import RedisCluster
 
 from detector.blocks import BlockScheme
 from detector.errors import ConfigError
@@ -205,9 +207,10 @@ def test_a_hot_bucket_is_cut_back_on_the_server(
         assert set(got) == {e.id for e in flood[-4:]}
         # every table: the three whose key the variants share with base, and the other
         sizes = [backend_strlen(index, MANKU_4, base, t) for t in range(len(MANKU_4.tables))]
-        assert max(sizes) <= 6 * 12, "a bucket grew past 1.5 x max_bucket entries"
+        each = index.entry_bytes
+        assert max(sizes) <= 6 * each, "a bucket grew past 1.5 x max_bucket entries"
         assert index.evicted == 3 * 19 and index.stats()["evicted"] == 3 * 19
-        shared = [t for t in range(4) if sizes[t] > 12]
+        shared = [t for t in range(4) if sizes[t] > each]
         assert len(shared) == 3 and index.cuts >= 3
         keys = MANKU_4.keys([base])[0]
         for t in shared:
@@ -219,8 +222,8 @@ def test_a_hot_bucket_is_cut_back_on_the_server(
 
 
 def backend_strlen(index: RedisIndex, scheme: BlockScheme, fp: int, table: int) -> int:
-    key = index.layout.bucket("t", table, scheme.keys([fp])[0][table])
-    return int(index.client.strlen(key))
+    key, field = index.layout.bucket("t", table, scheme.keys([fp])[0][table])
+    return int(index.client.hstrlen(key, str(field)))
 
 
 # ----------------------------------------------- Redis: the log, a dead committer, export
@@ -246,7 +249,9 @@ def test_a_range_left_unapplied_by_a_dead_consumer_stays_visible_and_is_repaired
         found = b.lookup([Query("t", fp ^ 1, "da")])[0]
         assert found.exact == "A" and [c.id for c in found.candidates] == ["A"]
         assert backend.zcard(f"nd:{{{name}}}:pending") == 0
-        assert all(backend_strlen(b, b.scheme, fp, t) == 12 for t in range(len(b.scheme.tables)))
+        assert all(
+            backend_strlen(b, b.scheme, fp, t) == b.entry_bytes for t in range(len(b.scheme.tables))
+        )
         assert [c.id for c in b.lookup([Query("t", fp, "x")])[0].candidates] == ["A"]
     finally:
         drop_index(backend, name)
@@ -329,3 +334,65 @@ def test_an_index_whose_name_holds_glob_characters_keeps_to_its_own_keys(
     finally:
         for index in (*globbed, plain):
             maintenance.drop(index)
+
+
+# ---------------------------------------------------------------- Redis: encodings
+
+
+def test_a_small_indexs_bucket_hashes_are_listpacks_and_a_hot_one_a_hashtable(
+    backend: Any,
+) -> None:
+    """Key layout 3 relies on the listpack encoding of small hashes (keys.py): 300
+    documents leave every bucket hash a listpack (a few buckets of one entry each).
+    A bucket past hash-max-listpack-value (256 bytes: 26 entries of 10 bytes) turns its
+    whole hash into a hashtable, whose fields still cost less than a key each (as a large index's
+    hashes are: past 512 buckets or with a hot one)."""
+    name = unique("encoding")
+    try:
+        index = RedisIndex(backend, DEFAULT, name)
+        index.bind("v1")
+        add(index, [entry(f"d{i}", fp=(i * 0x9E3779B97F4A7C15) % 2**64) for i in range(300)])
+        hashes = [k for k in index_keys(backend, name) if b"}:bh:" in k]
+        assert len(hashes) > 100
+        assert {backend.object("encoding", k) for k in hashes} == {b"listpack"}
+
+        # 26 documents in the same bucket of table 0 (and others): 260 bytes
+        base = 0x5555_5555_5555_5555
+        add(index, [entry(f"hot{i}", fp=base ^ (1 << (16 + i))) for i in range(25)])
+        key, field = index.layout.bucket("t", 0, DEFAULT.keys([base])[0][0])
+        assert index.entry_bytes == 10
+        assert backend.hstrlen(key, str(field)) == 25 * 10
+        assert backend.object("encoding", key) == b"listpack"
+        add(index, [entry("hot25", fp=base ^ (1 << 41))])
+        assert backend.object("encoding", key) == b"hashtable"
+    finally:
+        drop_index(backend, name)
+
+
+def test_the_index_refuses_a_server_whose_listpack_limits_are_too_low(
+    backend: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    if isinstance(backend, RedisCluster):
+        pytest.skip("the server's settings: one server is enough")
+    name = unique("encoding")
+    before = backend.config_get("hash-max-listpack-value")["hash-max-listpack-value"]
+    try:
+        backend.config_set("hash-max-listpack-value", 32)
+        with pytest.raises(ConfigError, match=r"hash-max-listpack-value 32; .* at least 256"):
+            RedisIndex(backend, DEFAULT, name).bind("v1")
+        backend.config_set("hash-max-listpack-value", 1024)  # more is fine
+        RedisIndex(backend, DEFAULT, name).bind("v1")
+    finally:
+        backend.config_set("hash-max-listpack-value", before)
+        drop_index(backend, name)
+    # where CONFIG is not permitted, a warning says what could not be checked
+    with caplog.at_level("WARNING", logger="neardup.index"):
+        redis_module.check_encodings(NoConfig())
+    assert "could not check" in caplog.text and "hash-max-listpack-entries 512" in caplog.text
+
+
+class NoConfig:
+    """A client whose ACL denies CONFIG, as a managed service's."""
+
+    def config_get(self, pattern: str) -> dict[str, str]:
+        raise redis.exceptions.NoPermissionError("this user has no permissions to run 'config'")

@@ -9,11 +9,13 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import pytest
 
 from detector.blocks import BlockScheme
 from detector.index import Commit, Entry, Query
 from detector.index.redis import RedisIndex, maintenance
+from detector.index.redis.keys import entry_bytes, unpack_entries
 from detector.records import Decision
 from detector.settings import EngineSettings
 
@@ -39,14 +41,22 @@ def add(index: RedisIndex, docs: list[Entry], batch: int = 100) -> None:
         assert done.done == len(part)
 
 
-def weight(client: Any, name: str) -> int:
+def weight(client: Any, name: str, buckets: bool = True) -> int:
     """Bytes of every key of the index (MEMORY USAGE): what the index holds, whatever else
-    the shared server holds."""
-    keys = index_keys(client, name)
+    the shared server holds; without its bucket hashes unless `buckets`."""
+    keys = [k for k in index_keys(client, name) if buckets or b"}:bh:" not in k]
     pipe = client.pipeline(transaction=False)
     for key in keys:
         pipe.memory_usage(key, samples=0)
     return sum(int(size or 0) for size in pipe.execute())
+
+
+def entries_held(client: Any, name: str) -> int:
+    """The entries in the index's bucket hashes."""
+    keys = [k for k in index_keys(client, name) if b"}:bh:" in k]
+    size, each = sum(len(v) for k in keys for v in client.hvals(k)), entry_bytes(SCHEME)
+    assert size % each == 0
+    return size // each
 
 
 def visible(index: RedisIndex, docs: list[Entry]) -> list[str]:
@@ -72,7 +82,8 @@ def test_deleted_records_are_gone_and_their_memory_comes_back(backend: Any, name
     docs = entries("d", 400, seed=1)
     add(index, docs)
     assert visible(index, docs) == [e.id for e in docs]
-    full = weight(backend, name)
+    full = weight(backend, name, buckets=False)
+    assert entries_held(backend, name) == len(docs) * len(SCHEME.tables)
 
     gone, kept = docs[:300], docs[300:]
     assert sorted(index.delete([e.id for e in gone])) == [e.id for e in gone]
@@ -80,13 +91,18 @@ def test_deleted_records_are_gone_and_their_memory_comes_back(backend: Any, name
     assert visible(index, kept) == [e.id for e in kept]
     assert index.texts([e.id for e in gone]) == {}
     assert index.decisions([e.id for e in gone]) == {}
-    after = weight(backend, name)
+    # the bucket hashes keep only the entries of the records kept (a hash stays while
+    # any of its buckets holds one: 1,792 of them hold these 400 records' entries)
+    assert entries_held(backend, name) == len(kept) * len(SCHEME.tables)
+    after = weight(backend, name, buckets=False)
     assert after < full * 0.4, f"{full} bytes before deleting 3/4 of the records, {after} after"
     # deleted records are not even in the buckets any more
     for e in gone[:20]:
         for t, key in enumerate(SCHEME.keys([e.fingerprint])[0]):
-            value = backend.get(index.layout.bucket("t", t, key)) or b""
-            assert e.fingerprint.to_bytes(8, "little") not in value[0::12] or len(value) % 12
+            value = backend.hget(*index.layout.bucket("t", t, key)) or b""
+            rests, _ = unpack_entries(np.frombuffer(value, np.uint8), index.entry_bytes)
+            held = SCHEME.compose(t, np.full(len(rests), key, np.uint64), rests)
+            assert e.fingerprint not in held.tolist()
 
 
 def test_records_past_the_horizon_age_out_and_their_memory_comes_back(
@@ -101,7 +117,7 @@ def test_records_past_the_horizon_age_out_and_their_memory_comes_back(
     started = time.monotonic()
     add(index, old)
     assert visible(index, old) == [e.id for e in old]
-    full = weight(backend, name)
+    full = weight(backend, name, buckets=False)
     assert maintenance.sweep(index) == 0  # nothing is old yet
 
     time.sleep(max(0.0, started + 6.5 - time.monotonic()))  # the horizon, its window (1 s)
@@ -119,7 +135,10 @@ def test_records_past_the_horizon_age_out_and_their_memory_comes_back(
     assert removed >= len(old), removed  # their digests; their buckets expired
     stats = index.stats()
     assert (stats["documents"], stats["committed"], stats["expired"]) == (50, 450, 400)
-    after = weight(backend, name)
+    # the bucket hashes keep only the young records' entries (SWEEP_BUCKETS), though
+    # nearly all of them stay, holding those
+    assert entries_held(backend, name) == len(young) * len(SCHEME.tables)
+    after = weight(backend, name, buckets=False)
     assert after < full * 0.3, f"{full} bytes before the horizon, {after} after the sweep"
     assert visible(index, young) == [e.id for e in young]
     assert maintenance.sweep(index) == 0

@@ -40,6 +40,7 @@ The files, from the bottom up (each imports only files above it):
                   (restore), keys, drop, memory
   bulk.py         load many documents into an empty index without the per-batch scripts,
                   leaving the keys the commits leave (bench/scale.py's 10^7)
+  migrate.py      `index migrate`: an index of key layout 2 into layout 3, in place
 """
 
 from .cluster import Batch

@@ -1,4 +1,4 @@
-"""Bulk load: many documents into an empty Redis index of key layout 2 (keys.py), decided
+"""Bulk load: many documents into an empty Redis index of key layout 3 (keys.py), decided
 "unique", without the COMMIT and APPLY scripts, into the state that committing them one
 batch at a time would have left, but for the log: the commits would keep up to 2 x 65,536
 recent entries in it (APPLIED trims it only now and then), the load leaves it empty with
@@ -14,7 +14,8 @@ logbase = seq, which lookups and commits read as "nothing recent" (SNAPSHOT, COM
                of a digest is the one named) and the texts of the documents that have one
 
 Fast: a chunk of documents at a time, each block table's entries grouped by bucket with
-one numpy sort, and one APPEND per bucket per chunk; the decisions are written by MSET.
+one numpy sort, and one HSET per bucket hash per chunk (after an HMGET of what the
+hash's buckets held, past the first chunk); the decisions are written by MSET.
 It is for filling an index nobody else writes to (a benchmark, a rebuild): it refuses an
 index that already has documents, and an index with a retention (its decisions, texts and
 buckets would need the commit times it has none of)."""
@@ -36,12 +37,11 @@ from ...errors import ConfigError
 from ..texts import Sample
 from .cluster import Batch
 from .index import RedisIndex
-from .keys import ENTRY, IDS_PER_HASH, SHARDS, digest_hash
+from .keys import ENTRY, IDS_PER_HASH, SHARDS, digest_hash, fields, pack_entries
 
-# Documents a chunk. Each bucket gets one APPEND a chunk; written once, its string is
-# allocated to its size, while every APPEND to an existing one leaves Redis room for as
-# much again (sds growth), which a bucket keeps: 10^7 documents in one chunk of
-# 16-bit tables take some 1 GB of keys and entries on the client.
+# Documents a chunk. Each bucket is written once a chunk, its value allocated to its
+# size: 10^7 documents in one chunk of 16-bit tables take some 1 GB of keys and entries
+# on the client.
 CHUNK = 1 << 24
 STEP = 1 << 16  # documents a round trip of decisions, ids and digests (a multiple of 128)
 MSET_PAIRS = 5_000  # decision keys a command
@@ -53,7 +53,7 @@ TEXT_SPACE = "t"  # engine.TEXT_SPACE (not imported: the engine is not the index
 class Loaded:
     documents: int
     seconds: float
-    appends: int  # APPEND commands sent: one per bucket per chunk
+    appends: int  # buckets written: one per bucket per chunk
     evicted: int  # entries pushed out of the lookups' reads by --max-bucket
     cut: int  # buckets cut back to their newest --max-bucket entries
 
@@ -126,11 +126,12 @@ def load(
             part = fps[at : min(last, at + STEP)]
             keys[at - first : at - first + len(part)] = scheme.key_array(part)  # type: ignore[arg-type]
         for table in range(keys.shape[1]):
-            got = _append_table(index, space, table, keys[:, table].astype(np.uint64), entries)
+            packed = pack_entries(scheme, table, entries["fp"], entries["num"], index.entry_bytes)
+            got = _append_table(index, space, table, keys[:, table].astype(np.uint64), packed)
             appends += got[0]
             evicted += got[1]
             cut += got[2]
-        del keys, entries
+        del keys, entries, packed
         say(f"bulk load: the block tables of {last:,} of {n:,} documents written")
         for at in range(first, last, STEP):
             batch = Batch(client)
@@ -221,9 +222,10 @@ def _first_copies(dhs: np.ndarray) -> np.ndarray:
 def _append_table(
     index: RedisIndex, space: str, table: int, keys: np.ndarray, entries: np.ndarray
 ) -> tuple[int, int, int]:
-    """One table's entries of a chunk, one APPEND per bucket; then APPLY_SHARD's cap: a
-    bucket past 1.5 x max_bucket entries ends as that script's appends one by one would
-    leave it. (appends, evicted, cut)."""
+    """One table's entries of a chunk (rows of packed entries, keys.pack_entries), each
+    bucket written once; then APPLY_SHARD's cap:
+    a bucket past 1.5 x max_bucket entries ends as that script's appends one by one
+    would leave it. (buckets written, evicted, cut)."""
     order = np.argsort(keys, kind="stable")  # stable: a bucket's entries in number order
     sorted_keys = keys[order]
     starts = np.flatnonzero(np.r_[True, sorted_keys[1:] != sorted_keys[:-1]])
@@ -232,37 +234,44 @@ def _append_table(
     names, shards = index.layout.buckets(
         [space] * len(buckets), np.full(len(buckets), table, np.int64), buckets
     )
-    raw = entries[order].tobytes()
-    size = ENTRY.itemsize
-    bounds = (np.r_[starts, len(keys)] * size).tolist()
-    batch = Batch(index.client)
+    at = fields(buckets)
+    groups: dict[Any, list[int]] = {}  # a bucket hash's buckets, in key order
     for i, name in enumerate(names):
-        batch.add(name, "APPEND", name, raw[bounds[i] : bounds[i + 1]])
-    lengths = np.array(_run(batch), np.int64) // size
+        groups.setdefault(name, []).append(i)
+    old: list[bytes] = [b""] * len(names)
+    batch = Batch(index.client)  # what earlier chunks left in them
+    for name, group in groups.items():
+        batch.add(name, "HMGET", name, *(at[i] for i in group))
+    for group, got in zip(groups.values(), _run(batch), strict=True):
+        for i, value in zip(group, got, strict=True):
+            old[i] = value or b""
+    raw = entries[order].tobytes()
+    size = index.entry_bytes
+    bounds = (np.r_[starts, len(keys)] * size).tolist()
+    values = [old[i] + raw[bounds[i] : bounds[i + 1]] for i in range(len(names))]
+    lengths = np.array([len(v) for v in values], np.int64) // size
 
     keep = index.max_bucket  # entries, as RedisIndex._apply's limit and keep in bytes
     limit = index.max_bucket * size * 3 // 2 // size
     pushed = np.clip(np.minimum(added, lengths - keep), 0, None)
     over = np.flatnonzero(lengths > limit)
-    if pushed.any():
-        per_shard = np.bincount(shards.astype(np.int64), weights=pushed, minlength=SHARDS)
-        batch = Batch(index.client)
-        for shard in np.flatnonzero(per_shard).tolist():
-            key = index.layout.evicted(shard)
-            batch.add(key, "INCRBY", key, int(per_shard[shard]))
-        _run(batch)
     if len(over):
         # past `limit`, each append cuts the bucket back to `keep`: it cycles keep .. limit
         beyond = lengths[over] - limit
         final = keep + (beyond - 1) % (limit - keep + 1)
-        batch = Batch(index.client)
         for i, f in zip(over.tolist(), final.tolist(), strict=True):
-            batch.add(names[i], "GETRANGE", names[i], -f * size, -1)
-        got = _run(batch)
-        batch = Batch(index.client)
-        for i, value in zip(over.tolist(), got, strict=True):
-            batch.add(names[i], "SET", names[i], value)
-        _run(batch)
+            values[i] = values[i][-f * size :]
+    batch = Batch(index.client)
+    for name, group in groups.items():
+        batch.add(name, "HSET", name, *(a for i in group for a in (at[i], values[i])))
+    for shard in np.unique(shards).tolist():
+        batch.add(index.layout.spaces(shard), "SADD", index.layout.spaces(shard), space)
+    if pushed.any():
+        per_shard = np.bincount(shards.astype(np.int64), weights=pushed, minlength=SHARDS)
+        for shard in np.flatnonzero(per_shard).tolist():
+            key = index.layout.evicted(shard)
+            batch.add(key, "INCRBY", key, int(per_shard[shard]))
+    _run(batch)
     return len(names), int(pushed.sum()), len(over)
 
 

@@ -20,7 +20,7 @@ import redis
 from redis.cluster import RedisCluster
 
 from ...blocks import BlockScheme
-from ...errors import ConfigError
+from ...errors import BackendUnavailable, ConfigError
 from ...plan import planned_bucket
 from ...records import Decision
 from ...vectors import default_vector_scheme, unpack
@@ -28,7 +28,6 @@ from .. import DEFAULT_MAX_BUCKET, Candidate, Commit, Committed, Entry, Found, Q
 from ..texts import Codec, Sample
 from . import lua
 from .keys import (
-    ENTRY,
     IDS_PER_HASH,
     LAYOUT,
     LOG,
@@ -36,8 +35,12 @@ from .keys import (
     Layout,
     Version,
     digest_hash,
+    entry_bytes,
+    fields,
+    pack_entries,
     parse_decision,
     text_shard,
+    unpack_entries,
 )
 from .lua import Snapshot
 from .store import Store
@@ -45,6 +48,11 @@ from .templates import RedisTemplates
 
 __all__ = ["RedisIndex", "Snapshot"]
 
+# The settings of the bucket hashes' listpack encoding and the least the index needs
+# (ops/redis/redis.conf): the entries Redis's default, the value raised from 64 bytes,
+# so that a small index's hashes stay listpacks with buckets of up to 21 entries.
+LISTPACK = {"hash-max-listpack-entries": 512, "hash-max-listpack-value": 256}
+MIGRATES_FROM = ("2",)  # layouts `neardup index migrate` takes across
 LOG_KEEP = 65_536  # log entries kept below the applied mark, for slow consumers' checks
 CUTS_NAMED = 8  # buckets cut back that a log line names; the rest are counted
 REPAIR_AFTER = 30.0  # seconds a committed range may stay unapplied before others apply it
@@ -63,9 +71,11 @@ class _ShardApply:
 
     positions: list[int]
     names: list[Any]
+    fields: list[int]
     values: list[bytes]
+    spaces: set[str] = field(default_factory=set)
     digests: list[str] = field(default_factory=list)
-    fields: list[tuple[bytes, int]] = field(default_factory=list)
+    digest_fields: list[tuple[bytes, int]] = field(default_factory=list)
 
 
 def _by_space(spaces: Sequence[str]) -> dict[str, list[int]]:
@@ -81,6 +91,47 @@ def _by_shard(shards: np.ndarray) -> list[list[int]]:
     order = np.argsort(shards, kind="stable")
     cuts = np.flatnonzero(np.diff(shards[order])) + 1
     return [g.tolist() for g in np.split(order, cuts)] if len(order) else []
+
+
+def _layout_problem(namespace: str, layout: str) -> str:
+    """Why an index of another key layout is refused, and the way across."""
+    if layout in MIGRATES_FROM:
+        return (
+            f"index {namespace!r} is in key layout {layout}, not {LAYOUT}: stop its "
+            f"consumers, then run `neardup index migrate --index {namespace}` (with the "
+            "same Redis options) to rebuild its block tables in place"
+        )
+    return (
+        f"index {namespace!r} is in key layout {layout}, not {LAYOUT}: index its documents "
+        "again under a new --index name"
+    )
+
+
+def check_encodings(client: redis.Redis | RedisCluster) -> None:
+    """The server settings the bucket hashes' compact encoding relies on (keys.py):
+    refused if lower than LISTPACK, a warning where CONFIG is not permitted. (A cluster
+    client asks one node: the nodes share their configuration file.)"""
+    try:
+        got: Any = client.config_get("hash-max-listpack-*")
+    except redis.ResponseError as exc:  # an ACL without CONFIG, a managed service
+        log.warning(
+            "could not check the server's hash-max-listpack-entries and "
+            "hash-max-listpack-value (CONFIG GET: %s); the index's bucket hashes need at "
+            "least %s to stay compact",
+            exc,
+            " and ".join(f"{k} {v}" for k, v in LISTPACK.items()),
+        )
+        return
+    except (redis.ConnectionError, redis.TimeoutError) as exc:
+        raise BackendUnavailable(f"Redis: {exc}") from exc
+    for name, least in LISTPACK.items():
+        value = got.get(name)
+        if value is not None and int(value) < least:
+            raise ConfigError(
+                f"the Redis server has {name} {value}; the index needs at least {least} "
+                "(its bucket hashes would lose their compact listpack encoding): set it "
+                "in the server's configuration (ops/redis/redis.conf)"
+            )
 
 
 class RedisIndex:
@@ -120,6 +171,7 @@ class RedisIndex:
         self.client = client
         self.scheme = scheme
         self.vector_scheme = vectors or default_vector_scheme()
+        self.entry_bytes = entry_bytes(scheme, self.vector_scheme)  # keys.py
         self.namespace = namespace
         self.prefix = self.layout.prefix
         self.retention = retention
@@ -132,6 +184,7 @@ class RedisIndex:
         self.keep = keep  # indexed documents' decisions live as long as their entries
         self.max_bucket = max_bucket
         self.mark = 0  # seq at the last lookup: a commit checks what came after it
+        self.cutoff = 0  # the retention cutoff at the last lookup (the apply prunes by it)
         self.swept_to = 0  # the next shard whose digests a sweep filters (maintenance)
         # Entries this process pushed out of a bucket's reads, and the buckets it cut back
         # (serve's metrics; `stats` has the index's total, from every process)
@@ -164,6 +217,9 @@ class RedisIndex:
                 f"index {self.namespace!r} was written in an older key layout; "
                 "index its documents again under a new --index name"
             )
+        if have and have["layout"] != LAYOUT:
+            raise ConfigError(_layout_problem(self.namespace, have["layout"]))
+        check_encodings(self.client)
         if not have or "vectors" not in have:  # an index made before vectors had tables
             made = {**want}
             if not have and self.expected_docs is not None:
@@ -219,9 +275,7 @@ class RedisIndex:
         """The index that `meta` describes (an index's meta hash, or an export's header):
         its layout, block scheme, retention and fingerprint version, bound."""
         if meta.get("layout") != LAYOUT:
-            raise ConfigError(
-                f"index {namespace!r} is in key layout {meta.get('layout', '1')}, not {LAYOUT}"
-            )
+            raise ConfigError(_layout_problem(namespace, meta.get("layout", "1")))
         vectors = meta.get("vectors")
         planned = meta.get("expected_docs")
         index = cls(
@@ -237,14 +291,28 @@ class RedisIndex:
         index.bind(meta["version"])
         return index
 
+    @classmethod
+    def from_export(
+        cls, client: redis.Redis | RedisCluster, namespace: str, header: dict[str, Any]
+    ) -> RedisIndex:
+        """The index an export's header describes, to import it into: an export of a
+        layout that `index migrate` takes across imports into this layout, since its
+        records (decisions, texts, digests) do not depend on the key layout."""
+        if header.get("layout") in MIGRATES_FROM:
+            header = {**header, "layout": LAYOUT}
+        return cls.from_meta(client, namespace, header)
+
     # ------------------------------------------------------------------ keys
 
     def scheme_for(self, space: str) -> BlockScheme:
         return scheme_for(space, self.scheme, self.vector_scheme)
 
-    def _probed_buckets(self, queries: Sequence[Query]) -> tuple[list[str], np.ndarray, list[int]]:
-        """The buckets a lookup reads, query by query: their names, shards, and where each
-        query's buckets start in them (and a last entry where the last one's end)."""
+    def _probed_buckets(
+        self, queries: Sequence[Query]
+    ) -> tuple[list[Any], list[int], list[int], np.ndarray, np.ndarray, np.ndarray]:
+        """The buckets a lookup reads, query by query: their hashes' names, their fields,
+        where each query's buckets start in them (and a last entry where the last one's
+        end), and each bucket's space, table and key."""
         groups = _by_space([q.space for q in queries])
         probed = {}  # space -> (tables, keys), one row per query of the space
         counts = np.zeros(len(queries), np.intp)
@@ -260,8 +328,8 @@ class RedisIndex:
         for space, (tables, keys) in probed.items():
             at = (starts[groups[space]][:, None] + np.arange(keys.shape[1])[None, :]).ravel()
             all_tables[at], all_keys[at], all_spaces[at] = tables.ravel(), keys.ravel(), space
-        names, shards = self.layout.buckets(all_spaces.tolist(), all_tables, all_keys)
-        return names, shards, starts.tolist()
+        names, _ = self.layout.buckets(all_spaces.tolist(), all_tables, all_keys)
+        return names, fields(all_keys), starts.tolist(), all_spaces, all_tables, all_keys
 
     def _entered_buckets(
         self, docs: Sequence[tuple[int, int, str, bytes]]
@@ -289,42 +357,43 @@ class RedisIndex:
         if not queries:
             return []
         snap = self.store.snapshot(self.retention)
-        self.mark = snap.seq
+        self.mark, self.cutoff = snap.seq, snap.cutoff
         if self.codec.with_dictionary and snap.dictionary != self.codec.dictionary_id:
             self._see_dictionary(snap.dictionary)
         if snap.oldest_pending:
             self._repair(snap.oldest_pending)
-        names, shards, starts = self._probed_buckets(queries)
-        groups = _by_shard(shards)
+        names, probed, starts, spaces, tables, keys = self._probed_buckets(queries)
+        groups: dict[Any, list[int]] = {}  # a bucket hash's buckets: one HMGET
+        for i, name in enumerate(names):
+            groups.setdefault(name, []).append(i)
         dhs = [digest_hash(q.digest) for q in queries]
         batch = self.store.batch()
-        for group in groups:
-            keys = [names[i] for i in group]
-            batch.add(keys[0], "MGET", *keys)
+        for name, group in groups.items():
+            batch.add(name, "HMGET", name, *(probed[i] for i in group))
         for dh in dhs:
             key = self.layout.digest(dh)
             batch.add(key, "HGET", key, dh[2:])
         replies = self.store.call(batch.execute)
         buckets: list[bytes | None] = [None] * len(names)
-        for group, got in zip(groups, replies, strict=False):
+        for group, got in zip(groups.values(), replies, strict=False):
             for i, v in zip(group, got, strict=True):
                 buckets[i] = v
         digests = replies[len(groups) :]
 
-        tail = self.max_bucket * ENTRY.itemsize
+        fps, nums, offsets = self._entries(buckets, spaces, tables, keys)
         log_nums = np.arange(snap.first + 1, snap.seq + 1, dtype=np.int64)
         near: list[dict[int, int]] = []  # per query: number -> fingerprint
         exact: list[int | None] = []
         for at, (q, dh, dg) in enumerate(zip(queries, dhs, digests, strict=True)):
             found: dict[int, int] = {}
             k = self.scheme_for(q.space).k
-            raw = b"".join(v[-tail:] for v in buckets[starts[at] : starts[at + 1]] if v)
-            if raw:
-                e = np.frombuffer(raw, ENTRY)
-                keep = (np.bitwise_count(e["fp"] ^ np.uint64(q.fingerprint)) <= k) & (
-                    e["num"] > snap.cutoff
+            first, last = offsets[starts[at]], offsets[starts[at + 1]]
+            if last > first:
+                e_fp, e_num = fps[first:last], nums[first:last]
+                keep = (np.bitwise_count(e_fp ^ np.uint64(q.fingerprint)) <= k) & (
+                    e_num > snap.cutoff
                 )
-                found.update(zip(e["num"][keep].tolist(), e["fp"][keep].tolist(), strict=True))
+                found.update(zip(e_num[keep].tolist(), e_fp[keep].tolist(), strict=True))
             ex = int(dg) if dg is not None else None
             if len(snap.log):
                 mine = snap.log["space"] == q.space.encode()
@@ -349,6 +418,38 @@ class RedisIndex:
             cands.sort(key=lambda c: (c.distance, c.id))
             out.append(Found(ids.get(ex) if ex is not None else None, cands))
         return out
+
+    def _entries(
+        self,
+        buckets: list[bytes | None],
+        spaces: np.ndarray,
+        tables: np.ndarray,
+        keys: np.ndarray,
+    ) -> tuple[np.ndarray, np.ndarray, list[int]]:
+        """The fingerprints and numbers of the newest max_bucket entries of each bucket
+        read, all buckets' in one array, and where each bucket's start (and a last entry
+        where the last one's end). A fingerprint is its bucket's key and its entry's rest,
+        composed table by table (keys.py)."""
+        size = self.entry_bytes
+        tail = self.max_bucket * size
+        parts = [v[-tail:] if v else b"" for v in buckets]
+        counts = np.array([len(v) // size for v in parts], np.int64)
+        offsets = np.concatenate(([0], np.cumsum(counts)))
+        if not offsets[-1]:
+            return np.zeros(0, np.uint64), np.zeros(0, np.uint32), offsets.tolist()
+        rests, nums = unpack_entries(np.frombuffer(b"".join(parts), np.uint8), size)
+        owner = np.repeat(np.arange(len(parts)), counts)
+        fps = np.zeros(len(rests), np.uint64)
+        e_tables, e_keys = tables[owner], keys[owner]
+        e_spaces = spaces[owner] if len(set(spaces.tolist())) > 1 else None
+        for space in dict.fromkeys(spaces.tolist()):
+            scheme = self.scheme_for(space)
+            mine = e_spaces == space if e_spaces is not None else None
+            for t in range(len(scheme.tables)):
+                at = e_tables == t if mine is None else mine & (e_tables == t)
+                if at.any():
+                    fps[at] = scheme.compose(t, e_keys[at], rests[at])
+        return fps, nums, offsets.tolist()
 
     def _ids(self, numbers: Iterable[int]) -> dict[int, str]:
         """Ids of committed documents; a deleted one's number has none."""
@@ -587,31 +688,41 @@ class RedisIndex:
     def _apply(self, docs: Sequence[tuple[int, int, str, bytes]], member: str) -> None:
         """Step 4: the committed documents into the shards, then off the pending set."""
         names, bucket_shards, owners, spaces, tables, keys = self._entered_buckets(docs)
-        entries = [fp.to_bytes(8, "little") + num.to_bytes(4, "little") for num, fp, _, _ in docs]
+        entries = self._packed(docs, owners, spaces, tables)
+        entered = fields(keys)
         shards: dict[int, _ShardApply] = {}
         for group in _by_shard(bucket_shards):
             shards[int(bucket_shards[group[0]])] = _ShardApply(
-                group, [names[i] for i in group], [entries[owners[i]] for i in group]
+                group,
+                [names[i] for i in group],
+                [entered[i] for i in group],
+                [entries[i] for i in group],
+                {spaces[i] for i in group},
             )
         for num, _, _, dh in docs:
-            part = shards.setdefault(dh[0] % SHARDS, _ShardApply([], [], []))
+            part = shards.setdefault(dh[0] % SHARDS, _ShardApply([], [], [], []))
             part.digests.append(self.layout.digest(dh))
-            part.fields.append((dh[2:], num))
+            part.digest_fields.append((dh[2:], num))
         # A bucket is cut back to its newest max_bucket entries once it holds half as many
         # again: rewrites stay rare, and a lookup reads at most 1.5 x max_bucket entries.
-        limit = self.max_bucket * ENTRY.itemsize * 3 // 2
-        keep = self.max_bucket * ENTRY.itemsize
+        limit = self.max_bucket * self.entry_bytes * 3 // 2
+        keep = self.max_bucket * self.entry_bytes
         batch = self.store.batch()
         for shard, part in shards.items():
             args = lua.apply_shard_args(
                 part.names,
+                part.fields,
                 part.values,
                 part.digests,
-                part.fields,
+                part.digest_fields,
                 self.layout.evicted(shard),
+                self.layout.spaces(shard),
+                self.entry_bytes,
                 limit,
                 keep,
                 self.keep,
+                self.cutoff,
+                sorted(part.spaces),
             )
             batch.add(args.key, *args.command())
         cut: list[int] = []  # positions in names of the buckets cut back
@@ -635,6 +746,27 @@ class RedisIndex:
                 self.evicted,
             )
         self.store.eval(lua.applied_args(self.layout, member, LOG_KEEP))
+
+    def _packed(
+        self,
+        docs: Sequence[tuple[int, int, str, bytes]],
+        owners: list[int],
+        spaces: list[str],
+        tables: np.ndarray,
+    ) -> list[bytes]:
+        """The entry each bucket of _entered_buckets gets: its document's, in its table."""
+        fps = np.array([docs[o][1] for o in owners], np.uint64)
+        nums = np.array([docs[o][0] for o in owners], np.uint32)
+        rows = np.empty((len(owners), self.entry_bytes), np.uint8)
+        all_spaces = np.array(spaces, object)
+        for space in dict.fromkeys(spaces):
+            scheme = self.scheme_for(space)
+            mine = all_spaces == space
+            for t in range(len(scheme.tables)):
+                at = mine & (tables == t)
+                if at.any():
+                    rows[at] = pack_entries(scheme, t, fps[at], nums[at], self.entry_bytes)
+        return [r.tobytes() for r in rows]
 
     # ------------------------------------------------------------------ repair
 
@@ -680,7 +812,8 @@ class RedisIndex:
             batch.add(text, "DEL", text, self.layout.vector(name))
         for v in versions:
             for t, key in enumerate(self.scheme_for(v.space).keys([v.fingerprint])[0]):
-                bucket = lua.filter_bucket_args(self.layout.bucket(v.space, t, key), v.num)
+                hashed, field = self.layout.bucket(v.space, t, key)
+                bucket = lua.filter_bucket_args(hashed, field, v.num, self.entry_bytes)
                 batch.add(bucket.key, *bucket.command())
             digest = lua.forget_digest_args(
                 self.layout.digest(v.digest_hash), v.digest_hash[2:], v.num

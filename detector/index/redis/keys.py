@@ -1,5 +1,5 @@
 """The key layout of a Redis index: every key name, which slot it lives in, and what the
-values hold. Layout 2, for index NAME:
+values hold. Layout 3, for index NAME:
 
 The keys the commit must read and write atomically share the hash tag {NAME}, one slot
 (the coordinator); everything that grows with the index is spread over SHARDS hash tags
@@ -42,8 +42,26 @@ server the keys are the same.
                               answers its id, so every consumer learns of it at a lookup
                               (and one that packs with it sets it again if it was lost)
   shard S, nd:{NAME/S}:
-    b:{SPACE}:{T}:{KEY}   string  bucket KEY of block table T: 12-byte entries (fingerprint
-                                  8 little endian, number 4), oldest first
+    bh:{SPACE}:{T}:{G}    hash    the buckets KEY of block table T with KEY >> FIELD_BITS = G
+                                  (hex), FIELD_BITS = 10: field KEY & 1023 (decimal, which
+                                  a listpack keeps as a 1- or 2-byte integer), value the
+                                  bucket's entries, oldest first: the fingerprint's bits
+                                  the table's key does not hold (BlockScheme.rest_array,
+                                  little endian, in as many bytes as the index's
+                                  narrowest key leaves: 6 for 16-bit keys), then the
+                                  number (4, little endian): entry_bytes() each.
+                                  Per-key overhead (~90 B) is spread over a hash's
+                                  buckets: a 16-bit table is 64 hashes. Small (<= 512
+                                  fields of <= 256 bytes: the server settings
+                                  hash-max-listpack-entries and -value, which the index
+                                  checks at start) a hash is a listpack; past that a
+                                  hashtable, whose field still costs less than a key.
+                                  The shard is computed from (SPACE, T, G). Named bh,
+                                  not b as layout 2's bucket strings (b:{SPACE}:{T}:
+                                  {KEY}), so that `index migrate` can write them beside
+                                  those before it deletes them (migrate.py)
+    sp                    set     the spaces with bucket hashes in the shard (a sweep
+                                  walks their hashes)
     evicted           string  entries its buckets pushed out of a lookup's reads (the newest
                               --max-bucket are read): what `index stats` sums as evicted
     dg:{H[:2]}        hash    H[2:] -> number; H is the 16-byte hash of a token-stream digest
@@ -72,15 +90,21 @@ from typing import Any
 import numpy as np
 import xxhash
 
+from ...blocks import BlockScheme
 from ...errors import ConfigError
 from ...hashing import fmix64
 from ...kernels import native_module
 from ...names import index_name_problem
 from ...records import VERSION_MARK, Decision
 
-LAYOUT = "2"
+LAYOUT = "3"
+# Layout 3 puts 2^FIELD_BITS buckets of a table in one hash (keys.py docstring)
+FIELD_BITS = 10
+FIELD_MASK = (1 << FIELD_BITS) - 1
 SHARDS = 64
 _NATIVE = native_module()  # bucket names by the thousand
+# a document's (fingerprint, number) as the bulk paths hold them; a bucket stores them
+# packed per table (pack_entries)
 ENTRY = np.dtype([("fp", "<u8"), ("num", "<u4")])
 LOG = np.dtype([("fp", "<u8"), ("dh", "V16"), ("space", "S8")])
 IDS_PER_HASH = 128  # stays within Redis's compact listpack encoding of small hashes
@@ -89,6 +113,39 @@ IDS_PER_HASH = 128  # stays within Redis's compact listpack encoding of small ha
 def digest_hash(digest: str) -> bytes:
     """16 bytes for any digest string, so log entries and digest fields have one size."""
     return xxhash.xxh3_128_digest(digest.encode("utf-8", "surrogatepass"))
+
+
+def entry_bytes(*schemes: BlockScheme) -> int:
+    """The bytes of a bucket entry of an index with these block schemes: the rest of a
+    fingerprint beyond its narrowest table key, and the 4-byte number."""
+    narrowest = min(min(s.key_bits()) for s in schemes)
+    return (64 - narrowest + 7) // 8 + 4
+
+
+def pack_entries(
+    scheme: BlockScheme, table: int, fps: np.ndarray, nums: np.ndarray, size: int
+) -> np.ndarray:
+    """The entries of documents (fingerprints, numbers) in `table`: rows of `size` bytes."""
+    rest = scheme.rest_array(fps, table).astype("<u8")
+    out = np.empty((len(rest), size), np.uint8)
+    out[:, : size - 4] = rest.view(np.uint8).reshape(-1, 8)[:, : size - 4]
+    out[:, size - 4 :] = np.asarray(nums).astype("<u4").view(np.uint8).reshape(-1, 4)
+    return out
+
+
+def unpack_entries(raw: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """(rests, numbers) of entries: `raw` the bytes (uint8) of whole entries."""
+    rows = raw.reshape(-1, size)
+    wide = np.zeros((len(rows), 8), np.uint8)
+    wide[:, : size - 4] = rows[:, : size - 4]
+    nums = np.ascontiguousarray(rows[:, size - 4 :]).view("<u4").ravel()
+    return wide.view("<u8").ravel(), nums
+
+
+def fields(keys: np.ndarray) -> list[int]:
+    """The fields of buckets `keys` in their hashes (Layout.buckets)."""
+    out: list[int] = (np.asarray(keys).astype(np.uint64) & np.uint64(FIELD_MASK)).tolist()
+    return out
 
 
 def text_shard(doc_id: str) -> int:
@@ -141,18 +198,22 @@ class Layout:
     def shard_prefix(self, shard: int) -> str:
         return f"nd:{{{self.namespace}/{shard}}}:"
 
-    def bucket(self, space: str, table: int, key: int) -> str:
+    def bucket(self, space: str, table: int, key: int) -> tuple[str, int]:
+        """The hash of bucket (space, table, key) and its field there."""
         names, _ = self.buckets([space], np.array([table]), np.array([key], np.uint64))
         name = names[0]
-        return name.decode("utf-8", "surrogatepass") if isinstance(name, bytes) else name
+        name = name.decode("utf-8", "surrogatepass") if isinstance(name, bytes) else name
+        return name, key & FIELD_MASK
 
     def buckets(
         self, spaces: Sequence[str], tables: np.ndarray, keys: np.ndarray
     ) -> tuple[list[Any], np.ndarray]:
-        """Names (str, or bytes from the native kernels) and shards of the buckets (space,
-        table, key), pair by pair. The shard is a hash of the three, computed for a whole
+        """Names (str, or bytes from the native kernels) and shards of the hashes that hold
+        the buckets (space, table, key), pair by pair (their fields: `fields(keys)`). The
+        shard is a hash of the space, table and key >> FIELD_BITS, computed for a whole
         batch at once: a batch names some 7,000 buckets twice, and hashing each name's
         text cost a quarter of serve's time."""
+        keys = np.asarray(keys).astype(np.uint64) >> np.uint64(FIELD_BITS)
         salt = {
             sp: np.uint64(zlib.crc32(sp.encode("utf-8", "surrogatepass"))) for sp in set(spaces)
         }
@@ -184,11 +245,14 @@ class Layout:
 
     @functools.lru_cache(maxsize=64)  # noqa: B019 - an index lives for the whole run
     def _bucket_prefixes(self, space: str) -> list[str]:
-        return [f"{self.shard_prefix(s)}b:{space}:" for s in range(SHARDS)]
+        return [f"{self.shard_prefix(s)}bh:{space}:" for s in range(SHARDS)]
 
     @functools.lru_cache(maxsize=64)  # noqa: B019 - as above
     def _bucket_prefix_bytes(self, space: str) -> list[bytes]:
         return [p.encode("utf-8", "surrogatepass") for p in self._bucket_prefixes(space)]
+
+    def spaces(self, shard: int) -> str:
+        return f"{self.shard_prefix(shard)}sp"
 
     def evicted(self, shard: int) -> str:
         return f"{self.shard_prefix(shard)}evicted"

@@ -39,6 +39,7 @@ COUNT_IDS = _script("count_ids")
 # a shard's (one EVAL per shard in a Batch)
 APPLY_SHARD = _script("apply_shard")
 FILTER_BUCKET = _script("filter_bucket")
+SWEEP_BUCKETS = _script("sweep_buckets")
 FORGET_DIGEST = _script("forget_digest")
 SWEEP_DIGESTS = _script("sweep_digests")
 LEARN_TEMPLATE = _script("learn_template")
@@ -239,20 +240,37 @@ def count_ids_reply(raw: Any) -> bool:
 
 def apply_shard_args(
     buckets: Sequence[Any],
+    fields: Sequence[int],
     entries: Sequence[bytes],
     digests: Sequence[str],
-    fields: Sequence[tuple[bytes, int]],
+    digest_fields: Sequence[tuple[bytes, int]],
     evicted: str,
+    spaces: str,
+    size: int,
     limit: int,
     keep: int,
     ttl: int,
+    cutoff: int = 0,
+    bucket_spaces: Sequence[str] = (),
 ) -> Args:
-    """`entries[i]` appended to `buckets[i]`; `fields[j]` (field, number) set in the digest
-    hash `digests[j]`; `evicted`, the shard's counter."""
+    """`entries[i]` appended to the field `fields[i]` of the bucket hash `buckets[i]`;
+    `digest_fields[j]` (field, number) set in the digest hash `digests[j]`; `evicted`,
+    the shard's counter; `spaces`, its set of spaces, given `bucket_spaces`."""
     return Args(
         APPLY_SHARD,
-        (*buckets, *digests, evicted),
-        (len(buckets), limit, keep, ttl, *entries, *(a for f in fields for a in f)),
+        (*buckets, *digests, evicted, spaces),
+        (
+            len(buckets),
+            size,
+            limit,
+            keep,
+            ttl,
+            cutoff,
+            len(bucket_spaces),
+            *(a for pair in zip(fields, entries, strict=True) for a in pair),
+            *bucket_spaces,
+            *(a for f in digest_fields for a in f),
+        ),
     )
 
 
@@ -267,13 +285,22 @@ class ApplyShardReply:
         return cls(int(evicted), tuple(int(c) - 1 for c in cut))
 
 
-def filter_bucket_args(bucket: Any, num: int) -> Args:
-    return Args(FILTER_BUCKET, (bucket,), (num,))
+def filter_bucket_args(bucket: Any, field: int, num: int, size: int) -> Args:
+    return Args(FILTER_BUCKET, (bucket,), (field, num, size))
 
 
 def filter_bucket_reply(raw: Any) -> bool:
     """The bucket held the number."""
     return bool(int(raw))
+
+
+def sweep_buckets_args(buckets: Sequence[Any], cutoff: int, size: int) -> Args:
+    return Args(SWEEP_BUCKETS, tuple(buckets), (cutoff, size))
+
+
+def sweep_buckets_reply(raw: Any) -> int:
+    """The number of entries removed."""
+    return int(raw)
 
 
 def forget_digest_args(digests: str, field: bytes, num: int) -> Args:

@@ -9,12 +9,14 @@ import base64
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+import numpy as np
+
 from ...errors import BackendUnavailable, ConfigError
 from ...records import Decision
 from .. import Commit, Entry, record_of
 from . import footprint, lua
 from .index import RedisIndex
-from .keys import IDS_PER_HASH, SHARDS, parse_decision
+from .keys import FIELD_BITS, IDS_PER_HASH, SHARDS, parse_decision
 
 SWEEP_HASHES = 1024  # id hashes a SWEEP_IDS script deletes: about 2 ms of the coordinator
 
@@ -24,12 +26,13 @@ SWEEP_HASHES = 1024  # id hashes a SWEEP_IDS script deletes: about 2 ms of the c
 
 def sweep(index: RedisIndex, shards: int | None = None) -> int:
     """Give back the memory of documents past the retention horizon; lookups ignore
-    them already. Their texts and decisions expire, and so does a bucket once its
-    newest entry is past the horizon (a bucket that keeps getting entries holds at
-    most max_bucket of them). What is left is cut here: the id map, and the digest
-    hashes of `shards` of the SHARDS (None: all), round robin from the index's
-    `swept_to`, one script each, so that the work per call is bounded whatever the size
-    of the index. Returns the number of digests removed."""
+    them already. Their texts and decisions expire, and so does a bucket hash once its
+    newest entry is past the horizon; a bucket appended to drops its entries past it
+    (APPLY_SHARD). What is left is cut here: the id map, and the digest hashes and
+    bucket hashes of `shards` of the SHARDS (None: all), round robin from the index's
+    `swept_to`, one script per shard for the digests and one per bucket hash, so that
+    the work per call is bounded by a shard's share of the index. Returns the number of
+    digests removed."""
     if not index.retention:
         return 0
     store, layout = index.store, index.layout
@@ -41,6 +44,8 @@ def sweep(index: RedisIndex, shards: int | None = None) -> int:
     while lua.sweep_ids_reply(store.eval(args)) < cutoff:
         pass
     count = SHARDS if shards is None else min(shards, SHARDS)
+    swept = [at % SHARDS for at in range(index.swept_to, index.swept_to + count)]
+    _sweep_buckets(index, swept, cutoff)
     batch = store.batch()
     for at in range(index.swept_to, index.swept_to + count):
         # a shard's digest hashes: those whose first byte is the shard modulo SHARDS
@@ -53,6 +58,38 @@ def sweep(index: RedisIndex, shards: int | None = None) -> int:
         batch.add(digests.key, *digests.command())
     index.swept_to = (index.swept_to + count) % SHARDS
     return sum(lua.sweep_digests_reply(r) for r in store.call(batch.execute))
+
+
+def _sweep_buckets(index: RedisIndex, shards: list[int], cutoff: int) -> int:
+    """The entries past the horizon out of the bucket hashes of `shards`, for every
+    space they hold (their sets of spaces); returns the number removed."""
+    store, layout = index.store, index.layout
+    batch = store.batch()
+    for shard in shards:
+        batch.add(layout.spaces(shard), "SMEMBERS", layout.spaces(shard))
+    wanted = set(shards)
+    spaces = {sp.decode() for got in store.call(batch.execute) for sp in got}
+    batch = store.batch()
+    for space in sorted(spaces):
+        names, at = bucket_hashes(index, space)
+        for name, shard in zip(names, at.tolist(), strict=True):
+            if shard in wanted:
+                args = lua.sweep_buckets_args([name], cutoff, index.entry_bytes)
+                batch.add(args.key, *args.command())
+    if not batch.commands:
+        return 0
+    return sum(lua.sweep_buckets_reply(r) for r in store.call(batch.execute))
+
+
+def bucket_hashes(index: RedisIndex, space: str) -> tuple[list[Any], np.ndarray]:
+    """Every bucket hash a space's block tables can have: names and shards."""
+    tables, groups = [], []
+    for t, key_bits in enumerate(index.scheme_for(space).key_bits()):
+        count = 1 << max(0, key_bits - FIELD_BITS)
+        tables.append(np.full(count, t, np.int64))
+        groups.append(np.arange(count, dtype=np.uint64) << np.uint64(FIELD_BITS))
+    all_tables, all_keys = np.concatenate(tables), np.concatenate(groups)
+    return index.layout.buckets([space] * len(all_keys), all_tables, all_keys)
 
 
 # ---------------------------------------------------------------------- export

@@ -1,0 +1,267 @@
+"""`neardup index migrate`: an index of key layout 2 (each bucket its own string,
+b:{SPACE}:{T}:{KEY}) into layout 3 (buckets as fields of hashes, bh:{SPACE}:{T}:{G}:
+keys.py), in place, offline: its consumers must be stopped (a consumer of layout 2 that
+keeps writing puts entries in the old strings, which step 4 deletes; one of layout 3
+refuses the index until step 3).
+
+The block tables are rebuilt from what the coordinator holds, not from the old strings:
+the id map names every version a lookup can find, and its decision key's header gives
+that version's number, space and fingerprint (keys.parse_decision). Each rebuilt bucket
+holds its versions in number order, the newest --max-bucket of them (what a lookup read
+of the old one, less the entries of versions the id map no longer names). The digests,
+texts, decisions, id map and the shards' `evicted` counters keep their keys and values:
+`index stats` says after what it said before.
+
+The order, so that an interrupted run leaves an index a second run completes:
+  1. delete the layout-3 bucket hashes an interrupted run may have left, then write them
+     all (beside the old strings: their names differ), and each shard's set of spaces;
+  2. apply what committers left pending: the digests of its numbers (HSETNX, as
+     APPLY_SHARD), then APPLIED takes the range off the pending list;
+  3. set meta layout to 3: from here consumers of layout 3 take the index;
+  4. delete the old bucket strings (a SCAN of every primary).
+A run on an index already in layout 3 does step 4 only."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ...blocks import BlockScheme
+from ...errors import ConfigError
+from .. import DEFAULT_MAX_BUCKET, record_of
+from . import lua
+from .cluster import Batch
+from .index import LOG_KEEP, MIGRATES_FROM, RedisIndex
+from .keys import (
+    ENTRY,
+    IDS_PER_HASH,
+    LAYOUT,
+    SHARDS,
+    Layout,
+    Version,
+    fields,
+    pack_entries,
+    parse_decision,
+)
+from .maintenance import bucket_hashes
+
+ID_HASHES = 64  # id hashes read a round trip
+WRITES = 5_000  # commands a round trip
+OLD_BUCKETS = "b"  # layout 2's bucket strings: nd:{NAME/S}:b:{SPACE}:{T}:{KEY}
+
+
+@dataclass(frozen=True)
+class Migrated:
+    versions: int  # versions whose entries were written
+    buckets: int  # buckets written
+    pending: int  # pending ranges applied
+    deleted: int  # old bucket strings deleted
+    already: bool  # the index was in layout 3 already (step 4 only)
+
+
+def migrate(
+    client: Any,
+    namespace: str,
+    max_bucket: int = DEFAULT_MAX_BUCKET,
+    progress: Callable[[str], None] | None = None,
+) -> Migrated:
+    """Migrate index `namespace` to key layout 3 (the module's docstring)."""
+    say = progress or _stderr
+    meta = RedisIndex(client, BlockScheme.parse("k3-b4"), namespace).meta()
+    if not meta:
+        raise ConfigError(
+            f"there is no index {namespace!r} on this Redis (no nd:{{{namespace}}}:meta)"
+        )
+    layout = meta.get("layout", "1")
+    if layout not in (*MIGRATES_FROM, LAYOUT):
+        raise ConfigError(
+            f"index {namespace!r} is in key layout {layout}: `index migrate` takes layouts "
+            f"{', '.join(MIGRATES_FROM)} across; index its documents again under a new "
+            "--index name"
+        )
+    vectors = meta.get("vectors")
+    index = RedisIndex(
+        client,
+        BlockScheme.parse(meta["scheme"]),
+        namespace,
+        retention=int(meta["retention"]),
+        max_bucket=max_bucket,
+        vectors=BlockScheme.parse(vectors) if vectors else None,
+    )
+    if layout == LAYOUT:
+        deleted = _delete_old(index, say)
+        say(f"index {namespace!r} is in key layout {LAYOUT} already; {deleted} old keys deleted")
+        return Migrated(0, 0, 0, deleted, True)
+    say(f"index {namespace!r}: key layout {layout} -> {LAYOUT} (its consumers must be stopped)")
+    versions = list(_versions(index, say))
+    say(f"{len(versions):,} versions to enter in the block tables")
+    buckets = _write_tables(index, versions, say)
+    pending = _apply_pending(index, {v.num: v for v in versions})
+    if pending:
+        say(f"{pending} pending ranges applied")
+    index.store.call(client.hset, index.layout.meta, "layout", LAYOUT)
+    say(f"meta: layout {LAYOUT}")
+    deleted = _delete_old(index, say)
+    say(f"done: {buckets:,} buckets written, {deleted:,} old bucket strings deleted")
+    return Migrated(len(versions), buckets, pending, deleted, False)
+
+
+def _versions(index: RedisIndex, say: Callable[[str], None]) -> Iterator[Version]:
+    """Every version the id map names, with its decision key's header, by number."""
+    store, layout, client = index.store, index.layout, index.client
+    seq = int(store.call(client.get, layout.seq) or 0)
+    last = seq // IDS_PER_HASH
+    for start in range(0, last + 1, ID_HASHES):
+        batch = store.batch()
+        hashes = range(start, min(start + ID_HASHES, last + 1))
+        for j in hashes:
+            batch.add(layout.ids(j), "HGETALL", layout.ids(j))
+        named = sorted(
+            (j * IDS_PER_HASH + int(f), v.decode())
+            for j, got in zip(hashes, store.call(batch.execute), strict=True)
+            for f, v in got.items()
+        )
+        if not named:
+            continue
+        ids = list(dict.fromkeys(record_of(name)[0] for _, name in named))
+        values = store.call(client.mget, [layout.decision(i) for i in ids])
+        known: dict[tuple[int, str], Version] = {}
+        for value in values:
+            if value:
+                for v in parse_decision(value).versions:
+                    known[(v.num, v.name)] = v
+        for num, name in named:
+            if (num, name) in known:  # else its decision expired: no lookup finds it
+                yield known[(num, name)]
+        if start % (ID_HASHES * 16) == 0:
+            say(f"read the id map to number {min(seq, (start + ID_HASHES) * IDS_PER_HASH):,}")
+
+
+def _write_tables(index: RedisIndex, versions: list[Version], say: Callable[[str], None]) -> int:
+    """Step 1: every bucket's newest max_bucket versions, in number order, as fields of
+    freshly written bucket hashes; returns the number of buckets written."""
+    layout, keep = index.layout, index.max_bucket
+    by_space: dict[str, list[Version]] = {}
+    for v in sorted(versions, key=lambda v: v.num):
+        by_space.setdefault(v.space, []).append(v)
+    spaces = set(by_space) | _spaces(index)
+    batch = Batch(index.client)  # what an interrupted run left
+    for space in sorted(spaces):
+        for name in bucket_hashes(index, space)[0]:
+            batch.add(name, "UNLINK", name)
+    _run(index, batch)
+    written = 0
+    for space, vs in by_space.items():
+        entries = np.zeros(len(vs), ENTRY)
+        entries["fp"] = [v.fingerprint for v in vs]
+        entries["num"] = [v.num for v in vs]
+        keys = index.scheme_for(space).key_array(entries["fp"].tolist())
+        touched: set[int] = set()
+        for table in range(keys.shape[1]):
+            column = keys[:, table].astype(np.uint64)
+            order = np.argsort(column, kind="stable")  # stable: number order within
+            sorted_keys = column[order]
+            starts = np.flatnonzero(np.r_[True, sorted_keys[1:] != sorted_keys[:-1]])
+            ends = np.r_[starts[1:], len(order)]
+            buckets = sorted_keys[starts]
+            names, shards = layout.buckets(
+                [space] * len(buckets), np.full(len(buckets), table, np.int64), buckets
+            )
+            at = fields(buckets)
+            raw = pack_entries(
+                index.scheme_for(space),
+                table,
+                entries["fp"][order],
+                entries["num"][order],
+                index.entry_bytes,
+            ).tobytes()
+            size = index.entry_bytes
+            groups: dict[Any, list[int]] = {}
+            for i, name in enumerate(names):
+                groups.setdefault(name, []).append(i)
+            batch = Batch(index.client)
+            for name, group in groups.items():
+                pairs = []
+                for i in group:
+                    first = max(int(starts[i]), int(ends[i]) - keep)
+                    pairs += [at[i], raw[first * size : int(ends[i]) * size]]
+                batch.add(name, "HSET", name, *pairs)
+            _run(index, batch)
+            touched.update(np.unique(shards).tolist())
+            written += len(names)
+        batch = Batch(index.client)
+        for shard in sorted(touched):
+            batch.add(layout.spaces(shard), "SADD", layout.spaces(shard), space)
+        _run(index, batch)
+        say(f"space {space}: {len(vs):,} versions in {keys.shape[1]} tables")
+    return written
+
+
+def _spaces(index: RedisIndex) -> set[str]:
+    """The spaces the shards' sets name (an interrupted run's)."""
+    batch = index.store.batch()
+    for shard in range(SHARDS):
+        batch.add(index.layout.spaces(shard), "SMEMBERS", index.layout.spaces(shard))
+    return {sp.decode() for got in index.store.call(batch.execute) for sp in got}
+
+
+def _apply_pending(index: RedisIndex, versions: dict[int, Version]) -> int:
+    """Step 2: the ranges committers left unapplied. Their entries are in the tables
+    already (step 1); their digests go in, then APPLIED takes each off pending."""
+    store, layout = index.store, index.layout
+    members = [
+        m.decode() for m in store.call(index.client.zrange, layout.prefix + "pending", 0, -1)
+    ]
+    for member in members:
+        first, last, _ = (int(x) for x in member.split(":"))
+        batch = store.batch()
+        for num in range(first, last + 1):
+            v = versions.get(num)
+            if v is not None:
+                key = layout.digest(v.digest_hash)
+                batch.add(key, "HSETNX", key, v.digest_hash[2:], num)
+        if batch.commands:
+            store.call(batch.execute)
+        store.eval(lua.applied_args(layout, member, LOG_KEEP))
+    return len(members)
+
+
+def _delete_old(index: RedisIndex, say: Callable[[str], None]) -> int:
+    """Step 4: layout 2's bucket strings, on every primary; returns how many."""
+    pattern = _old_pattern(index.layout)
+    deleted, chunk = 0, []
+    for key in index.client.scan_iter(match=pattern, count=10_000):
+        chunk.append(key)
+        if len(chunk) == 1000:
+            deleted += _unlink(index, chunk)
+            chunk = []
+            if deleted % 100_000 == 0:
+                say(f"{deleted:,} old bucket strings deleted")
+    return deleted + _unlink(index, chunk)
+
+
+def _old_pattern(layout: Layout) -> str:
+    """SCAN's pattern of layout 2's bucket strings: nd:{NAME/*}:b:*."""
+    return f"{layout.patterns[1][:-1]}*}}:{OLD_BUCKETS}:*"
+
+
+def _unlink(index: RedisIndex, keys: list[bytes]) -> int:
+    if keys:  # a cluster client splits the UNLINK by slot
+        index.store.call(index.client.unlink, *keys)
+    return len(keys)
+
+
+def _run(index: RedisIndex, batch: Batch) -> None:
+    """A batch in round trips of WRITES commands."""
+    for at in range(0, len(batch.commands), WRITES):
+        part = Batch(batch.client)
+        part.commands = batch.commands[at : at + WRITES]
+        index.store.call(part.execute)
+
+
+def _stderr(message: str) -> None:
+    print(f"neardup: migrate: {message}", file=sys.stderr, flush=True)
