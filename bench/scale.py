@@ -280,13 +280,17 @@ def grown(client: Any, index: RedisIndex, seed: int, hashes: int = 50) -> None:
     values = batch.execute()
     size = index.entry_bytes
     copies = [(n if isinstance(n, bytes) else n.encode()) + b":grown" for n in names]
-    batch = Batch(client)
+    batch, queued = Batch(client), 0
     for copy, value in zip(copies, values, strict=True):
         longest = max((len(v) for v in value.values()), default=0)
         for end in range(size, longest + size, size):  # the commits' order: entry by entry
             for field, v in value.items():
                 if end <= len(v):
                     batch.add(copy, "HSET", copy, field, v[:end])
+                    queued += 1
+                    if queued % 10_000 == 0:  # at 10^7, millions of HSETs of kilobytes
+                        batch.execute()
+                        batch = Batch(client)
     batch.execute()
     batch = Batch(client)
     for name, copy in zip(names, copies, strict=True):

@@ -2,7 +2,7 @@
 can be made with, what each costs in Redis (bytes a document by key family, the entries a
 lookup reads, commands and server CPU a document) and what it finds (recall at a radius).
 
-Everything about Redis here is a model of today's key layout (layout 2, index/redis/keys.py)
+Everything about Redis here is a model of today's key layout (layout 3, index/redis/keys.py)
 with its constants in one table, `Costs`, each calibrated on a measurement named beside it.
 Bucket sizes assume fingerprints spread uniformly over a table's keys (random SimHash bits);
 a real stream's near-duplicates crowd some buckets, which --max-bucket caps.
@@ -52,20 +52,22 @@ class Costs:
     """The model's constants. Bytes are Redis's (INFO used_memory or MEMORY USAGE), CPU is
     the server's (INFO cpu). Re-calibrate here from the 10^6 / 10^7 scale benchmark."""
 
-    # keys.ENTRY: fingerprint 8 bytes + number 4 (layout 2), and what an entry costs in a
-    # bucket the commits grew an APPEND at a time (Redis's string slack): 14.4 B, fitted
-    # with key_large to k6-b8's buckets at 10^6 (26.2 B an entry, 15 a bucket) and 10^7
-    # (15.6 B, 152 a bucket; bench/scale.py, README "At scale").
-    entry: float = 12.0
-    entry_grown: float = 14.4
-    # Per bucket key (dict entry, key name, object, the allocator's rounding): about 52 B
-    # for a bucket of one entry (the dev stream: 66.3 B a document a table, 6,890
-    # documents, README "Memory"), 180 B from about 15 entries on (the fit above), in
-    # between log-linear in the entries a bucket. k7-b4-m1's 121 B/doc at 10^6 (b + id)
-    # comes out within 3%.
-    key_small: float = 52.0
-    key_large: float = 180.0
-    key_large_from: float = 15.0  # entries a bucket
+    # Layout 3 (keys.py): a table's buckets are fields of hashes of 2^field_bits buckets,
+    # an entry is the fingerprint's bits beyond the narrowest key and a 4-byte number. A
+    # hash is a listpack while it has at most `listpack_fields` fields of at most
+    # `listpack_value` bytes (the server settings the index checks), a hashtable after.
+    field_bits: int = 10
+    listpack_fields: int = 512
+    listpack_value: int = 256
+    # A bucket's bytes above its entries: about 5 B as a listpack field (k6-b8 at 3,000
+    # dev-stream documents: 478 B/doc of tables, 17.1 a table); as a hashtable's, 48 B
+    # and the allocator's rounding of the value, 7.5% of it (10^6: 389 B/doc, 15 entries
+    # a bucket; 10^7: 311 B/doc, 153 a bucket, 1,792 hashes of 1.73 MB; bench/scale.py,
+    # README "Layout 3" and "At scale"); a hash key about 100 B.
+    field_listpack: float = 5.0
+    field_hashtable: float = 48.0
+    alloc_slack: float = 0.075
+    hash_key: float = 100.0
     # Bytes a document of the other families, at 10^6-10^7 (bench/scale.py, README "At
     # scale"; on the dev stream: id 13, dec 503-598, dg 98-99):
     id: float = 20.6  # id map: hashes of 128 ids
@@ -74,26 +76,24 @@ class Costs:
     log: float = 67.0  # log, while every document is in it (bounded by LOG_KEEP; dev stream)
     tx: float = 829.0  # a dev-stream text, zstd with the index's dictionary (README "Texts")
     # Server CPU of the decide path, modelled: a bucket read or append costs
-    # `us_bucket_op`, every entry a lookup reads `us_entry` more (the appends to larger
-    # buckets grow with it too), and the rest of a document (digest, id map, decision,
-    # text, the scripts' shares) `us_rest`. Fitted to bench/scale.py's decide figures
-    # (README "At scale"; a Detector over the index, 512 a batch): k6-b8 58 us at 3,000
-    # documents and 201-208 us at 10^7, k7-b4-m1 104 us at 10^6. Not matched: k6-b8's
-    # 132-211 us at 10^6 (one run beside a test run) and `neardup bench`'s 132-148 us
-    # on the dev stream through Kafka (smaller batches, each reading the log).
-    us_bucket_op: float = 0.65
-    us_entry: float = 0.0344
+    # `us_bucket_op`, every entry a lookup reads `us_entry` more (APPLY_SHARD's HGET and
+    # HSET of a bucket grow with it too), and the rest of a document (digest, id map,
+    # decision, text, the scripts' shares) `us_rest`, layout 2's fit. Fitted to
+    # bench/scale.py's decide path in layout 3 (README "Layout 3 against layout 2"; a
+    # Detector over the index, 512 a batch): k6-b8 82.6 us at 3,000 documents, 133.5 us
+    # at 10^6. It does not model `neardup bench`'s figures through Kafka (smaller
+    # batches, each snapshot reading the log): the column ranks layouts.
+    us_bucket_op: float = 1.01
+    us_entry: float = 0.119
     us_rest: float = 19.8
     other_commands: float = 8.0  # digest, id map, decision, text, the scripts' shares
 
 
 COSTS = Costs()
-MEASURED = {  # bench/scale.py (README "At scale") and `neardup bench` (README "Memory")
-    "k6-b8": "at 10^6: 1,115 B/doc but texts (b 537, dec 532), lookup 479 entries, "
-    "decide 132-211 us/doc; at 10^7: 960 B/doc (b 380, dec 536), lookup 4,324 entries, "
-    "decide 201-208 us/doc; dev stream: 132-148 us/doc (INFO cpu)",
-    "k7-b4-m1": "at 10^6: 663 B/doc but texts (b 76, dec 537), lookup 1,086 entries, "
-    "decide 104 us/doc",
+MEASURED = {  # bench/scale.py (README "At scale", "Layout 3 against layout 2")
+    "k6-b8": "layout 3: tables 478 B/doc at 3,000, 389 at 10^6, 311 at 10^7; decide "
+    "82.6 us/doc at 3,000, 133.5 at 10^6; lookup 479 entries at 10^6, 4,324 at 10^7",
+    "k7-b4-m1": "layout 2 at 10^6: tables 76 B/doc, lookup 1,086 entries, decide 104 us/doc",
 }
 
 
@@ -174,17 +174,49 @@ def planned_bucket(scheme: BlockScheme, max_bucket: int, docs: int) -> tuple[flo
     return size, None
 
 
+def entry_bytes(scheme: BlockScheme) -> int:
+    """keys.entry_bytes: the fingerprint's bits beyond the narrowest key, and a number."""
+    return (64 - min(key_widths(scheme)) + 7) // 8 + 4
+
+
+@lru_cache(maxsize=4096)
+def _fullest(mean: float, buckets: int) -> int:
+    """The entries of the fullest of `buckets` buckets of Poisson(mean) entries (its
+    1 - 1/buckets quantile)."""
+    if mean <= 0:
+        return 0
+    if mean > 30:  # the normal tail (exp(-mean) underflows the sum below by 700)
+        return math.ceil(mean + math.sqrt(2 * mean * math.log(max(buckets, 2))))
+    goal, k, term = 1 - 1 / max(buckets, 2), 0, math.exp(-mean)
+    total = term
+    while total < goal:
+        k += 1
+        term *= mean / k
+        total += term
+    return k
+
+
 def family_bytes(scheme: BlockScheme, docs: int, costs: Costs = COSTS) -> dict[str, float]:
-    """Bytes a document of each key family at `docs` documents (layout 2)."""
+    """Bytes a document of each key family at `docs` documents (layout 3)."""
+    entry = entry_bytes(scheme)
     tables = 0.0
     for width in key_widths(scheme):
         buckets = 2.0**width
-        # buckets holding at least one entry (Poisson), each with Redis's per-key bytes
+        per_hash = min(buckets, 2.0**costs.field_bits)
+        hashes = buckets / per_hash
+        # buckets holding at least one entry (Poisson); a hash is a listpack while it has
+        # few enough of them and its fullest holds few enough bytes
         filled = buckets * -math.expm1(-docs / buckets)
-        per_key = docs / filled  # entries in a bucket that has any
-        grow = math.log(max(per_key, 1.0)) / math.log(costs.key_large_from)
-        key = costs.key_small + (costs.key_large - costs.key_small) * min(grow, 1.0)
-        tables += costs.entry_grown + key * filled / docs
+        compact = (
+            filled / hashes <= costs.listpack_fields
+            and _fullest(docs / buckets, int(per_hash)) * entry <= costs.listpack_value
+        )
+        value = entry * docs / filled
+        field_bytes = (
+            costs.field_listpack if compact else costs.field_hashtable + value * costs.alloc_slack
+        )
+        used = hashes * -math.expm1(-filled / hashes)  # hashes with any bucket
+        tables += entry + (field_bytes * filled + costs.hash_key * used) / docs
     return {
         "b": tables,
         "id": costs.id,
@@ -408,7 +440,7 @@ class Plan:
 
 COORDINATOR_NOTE = (
     "on a Redis Cluster the coordinator's slot (nd:{NAME}:) holds dec, id, counts and the "
-    "log: dec and id grow with N and cannot be spread (a known limit of layout 2); b, dg "
+    "log: dec and id grow with N and cannot be spread (a known limit of layouts 2 and 3); b, dg "
     "and tx spread over 64 shard tags"
 )
 
