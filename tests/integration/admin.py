@@ -6,8 +6,10 @@ from __future__ import annotations
 import contextlib
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
+import pytest
 import redis
 from kafka import KafkaConsumer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
@@ -31,6 +33,16 @@ def index_keys(client: redis.Redis | RedisCluster, name: str) -> list[bytes]:
         for pattern in (f"nd:{{{name}}}:*", f"nd:{{{name}/*")
         for key in client.scan_iter(match=pattern, count=1000)
     ]
+
+
+@pytest.fixture(name="names")
+def index_names(backend: Any) -> Iterator[list[str]]:
+    """Index names for a test to take (it appends them); each one's keys are deleted at
+    the end. Imported by the index suites, where it stands for conftest's `names`."""
+    made: list[str] = []
+    yield made
+    for name in made:
+        drop_index(backend, name)
 
 
 def drop_index(client: redis.Redis | RedisCluster, name: str) -> None:

@@ -5,7 +5,6 @@ stats counts, export lists, a commit numbers on, a delete forgets."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cache
@@ -28,7 +27,7 @@ from detector.settings import EngineSettings
 
 from ..helpers import STREAM_2K, read_lines
 from ..index.contract import fixtured
-from .admin import drop_index, index_keys, unique
+from .admin import index_keys, index_names, unique  # noqa: F401 - the `names` fixture
 
 SCHEME = EngineSettings().block_scheme()
 ENGINE = EngineSettings().engine()
@@ -117,14 +116,6 @@ def state(client: Any, name: str) -> dict[bytes, Any]:
             value = client.get(key).replace(f'"index": "{name}"'.encode(), b"")
         out[key.replace(name.encode(), b"NAME")] = value
     return out
-
-
-@pytest.fixture
-def names(backend: Any) -> Iterator[list[str]]:
-    made: list[str] = []
-    yield made
-    for name in made:
-        drop_index(backend, name)
 
 
 def bulk_index(

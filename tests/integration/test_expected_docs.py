@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -18,20 +17,12 @@ from detector.blocks import BlockScheme
 from detector.errors import ConfigError
 from detector.index.redis import RedisIndex
 
-from .admin import drop_index, unique
+from .admin import index_names, unique  # noqa: F401 - the `names` fixture
 from .endpoints import REDIS_CLUSTER_URL
 from .processes import neardup, run_detector
 from .test_retention import SCHEME, add, entries
 
 PLANNED = 1_000_000  # k6-b8 (16-bit keys) reaches --max-bucket 1024 at 67,108,864
-
-
-@pytest.fixture
-def names(backend: Any) -> Iterator[list[str]]:
-    made: list[str] = []
-    yield made
-    for name in made:
-        drop_index(backend, name)
 
 
 def at(backend: Any) -> list[str]:
