@@ -96,8 +96,9 @@ def test_a_server_that_is_away_is_waited_for_up_to_the_startup_timeout(names: Na
 def test_health_says_not_ready_until_the_consumer_has_its_partitions(
     names: Names, serve: Callable[..., Serve]
 ) -> None:
-    """Redis is away at first (a port of our own, where a real Redis starts later):
-    /livez answers 200 (the process is waiting, as it says), /readyz and /healthz 503
+    """Redis is away at first (a port of our own, where a real Redis starts later, with
+    the listpack limit the index checks, as ops/redis/redis.conf sets it): /livez answers
+    200 (the process is waiting, as it says), /readyz and /healthz 503
     until the consumer joined its group."""
     create_topics({names.input: 2})
     redis_port = free_port()
@@ -113,7 +114,7 @@ def test_health_says_not_ready_until_the_consumer_has_its_partitions(
 
     redis = subprocess.Popen(
         ["redis-server", "--port", str(redis_port), "--bind", "127.0.0.1", "--save", "",
-         "--appendonly", "no"],
+         "--appendonly", "no", "--hash-max-listpack-value", "256"],
         stdout=subprocess.DEVNULL,
     )  # fmt: skip
     try:
