@@ -18,6 +18,7 @@ from detector.errors import ConfigError
 from detector.index import DEFAULT_MAX_BUCKET, Commit, Entry, Index, Query
 from detector.index.redis import RedisIndex, maintenance
 from detector.index.redis import index as redis_module
+from detector.index.redis.keys import LAYOUT
 from detector.records import Decision
 from detector.settings import EngineSettings
 
@@ -84,6 +85,25 @@ def test_redis_bind_is_shared_by_every_process_of_an_index(backend: Any) -> None
             RedisIndex(backend, MANKU_4, name).bind("v1")
         with pytest.raises(ConfigError):
             RedisIndex(backend, DEFAULT, "bad:{name}")
+    finally:
+        drop_index(backend, name)
+
+
+def test_bind_completes_a_meta_another_process_is_still_writing(backend: Any) -> None:
+    """Two consumers starting at once on a new index: one has written some of the meta's
+    fields when the other reads it. The second writes what is missing (HSETNX) instead of
+    taking an absent field for another value ('retention None, not 0')."""
+    name = unique("index")
+    try:
+        first = RedisIndex(backend, DEFAULT, name)
+        for field, value in (("layout", LAYOUT), ("version", "v1"), ("scheme", DEFAULT.name)):
+            backend.hset(first.layout.meta, field, value)
+        backend.hset(first.layout.meta, "vectors", first.vector_scheme.name)
+        RedisIndex(backend, DEFAULT, name).bind("v1")  # retention still missing
+        first.bind("v1")
+        assert first.meta()["retention"] == "0"
+        with pytest.raises(ConfigError, match="retention"):
+            RedisIndex(backend, DEFAULT, name, retention=60).bind("v1")
     finally:
         drop_index(backend, name)
 

@@ -220,7 +220,10 @@ class RedisIndex:
         if have and have["layout"] != LAYOUT:
             raise ConfigError(_layout_problem(self.namespace, have["layout"]))
         check_encodings(self.client)
-        if not have or "vectors" not in have:  # an index made before vectors had tables
+        # HSETNX the fields another process left unwritten: one that is writing them now
+        # (two consumers starting at once), or one from before they existed (vectors);
+        # what was written first wins, and a consumer that wants otherwise is refused below
+        if not have or any(name not in have for name in want):
             made = {**want}
             if not have and self.expected_docs is not None:
                 made["expected_docs"] = str(self.expected_docs)
