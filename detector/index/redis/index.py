@@ -261,15 +261,40 @@ class RedisIndex:
         return {k.decode(): v.decode() for k, v in got.items()}
 
     @classmethod
-    def open(cls, client: redis.Redis | RedisCluster, namespace: str) -> RedisIndex:
-        """An existing index with the block scheme and retention it was made with, for the
-        commands that maintain it (export, delete, sweep)."""
+    def stored_meta(cls, client: redis.Redis | RedisCluster, namespace: str) -> dict[str, str]:
+        """The meta of an existing index; a ConfigError if there is none."""
         meta = cls(client, BlockScheme.parse("k3-b4"), namespace).meta()
         if not meta:
             raise ConfigError(
                 f"there is no index {namespace!r} on this Redis (no nd:{{{namespace}}}:meta)"
             )
-        return cls.from_meta(client, namespace, meta)
+        return meta
+
+    @classmethod
+    def open(cls, client: redis.Redis | RedisCluster, namespace: str) -> RedisIndex:
+        """An existing index with the block scheme and retention it was made with, for the
+        commands that maintain it (export, delete, sweep)."""
+        return cls.from_meta(client, namespace, cls.stored_meta(client, namespace))
+
+    @classmethod
+    def of_meta(
+        cls,
+        client: redis.Redis | RedisCluster,
+        namespace: str,
+        meta: dict[str, Any],
+        max_bucket: int = DEFAULT_MAX_BUCKET,
+    ) -> RedisIndex:
+        """The index `meta` describes (block schemes, retention), neither checked for its
+        layout nor bound: what from_meta and `index migrate` build on."""
+        vectors = meta.get("vectors")
+        return cls(
+            client,
+            BlockScheme.parse(meta["scheme"]),
+            namespace,
+            retention=int(meta["retention"]),
+            max_bucket=max_bucket,
+            vectors=BlockScheme.parse(vectors) if vectors else None,
+        )
 
     @classmethod
     def from_meta(
@@ -279,15 +304,8 @@ class RedisIndex:
         its layout, block scheme, retention and fingerprint version, bound."""
         if meta.get("layout") != LAYOUT:
             raise ConfigError(_layout_problem(namespace, meta.get("layout", "1")))
-        vectors = meta.get("vectors")
         planned = meta.get("expected_docs")
-        index = cls(
-            client,
-            BlockScheme.parse(meta["scheme"]),
-            namespace,
-            retention=int(meta["retention"]),
-            vectors=BlockScheme.parse(vectors) if vectors else None,
-        )
+        index = cls.of_meta(client, namespace, meta)
         # the plan travels with an export; not checked against the cap again: the index
         # was made with it (and a consumer's --max-bucket is its own)
         index.expected_docs = int(planned) if planned else None

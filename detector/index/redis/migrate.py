@@ -30,7 +30,6 @@ from typing import Any
 
 import numpy as np
 
-from ...blocks import BlockScheme
 from ...errors import ConfigError
 from .. import DEFAULT_MAX_BUCKET, record_of
 from . import lua
@@ -71,11 +70,7 @@ def migrate(
 ) -> Migrated:
     """Migrate index `namespace` to key layout 3 (the module's docstring)."""
     say = progress or _stderr
-    meta = RedisIndex(client, BlockScheme.parse("k3-b4"), namespace).meta()
-    if not meta:
-        raise ConfigError(
-            f"there is no index {namespace!r} on this Redis (no nd:{{{namespace}}}:meta)"
-        )
+    meta = RedisIndex.stored_meta(client, namespace)
     layout = meta.get("layout", "1")
     if layout not in (*MIGRATES_FROM, LAYOUT):
         raise ConfigError(
@@ -83,15 +78,7 @@ def migrate(
             f"{', '.join(MIGRATES_FROM)} across; index its documents again under a new "
             "--index name"
         )
-    vectors = meta.get("vectors")
-    index = RedisIndex(
-        client,
-        BlockScheme.parse(meta["scheme"]),
-        namespace,
-        retention=int(meta["retention"]),
-        max_bucket=max_bucket,
-        vectors=BlockScheme.parse(vectors) if vectors else None,
-    )
+    index = RedisIndex.of_meta(client, namespace, meta, max_bucket=max_bucket)
     if layout == LAYOUT:
         deleted = _delete_old(index, say)
         say(f"index {namespace!r} is in key layout {LAYOUT} already; {deleted} old keys deleted")
