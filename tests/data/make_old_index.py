@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-"""Writes tests/data/layout2-index.jsonl.gz, the index of key layout 2 that
-tests/integration/test_migrate.py migrates: run it with the code of key layout 2 (commit
-c7141af, the last before layout 3), against a Redis of your own:
+"""Writes tests/data/layoutL-index.jsonl.gz, an index of key layout L that
+tests/integration/test_migrate.py migrates: run it with the code of that layout, against a
+Redis of your own. Layout 2's is commit c7141af (the last before layout 3), layout 3's
+3b821d2 (the last before layout 4):
 
     git archive c7141af | tar -x -C /tmp/layout2 && cp detector/_native*.so /tmp/layout2/detector/
-    PYTHONPATH=/tmp/layout2 python tests/data/make_layout2_index.py --redis-url redis://...
+    PYTHONPATH=/tmp/layout2 python tests/data/make_old_index.py --redis-url redis://...
 
 The index: the first 240 records of tests/data/sample.jsonl.gz (their first 1,200
 characters) decided in batches of 50 by the default engine, 19 of them fetched again with
@@ -32,16 +33,16 @@ from detector.records import Document
 from detector.settings import EngineSettings
 
 HERE = Path(__file__).resolve().parent
-NAME = "layout2-fixture"
+NAME = f"layout{LAYOUT}-fixture"
 RECORDS, TEXT = 240, 1200  # records, and characters of each text kept: a small file
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--redis-url", required=True)
-    parser.add_argument("--out", default=str(HERE / "layout2-index.jsonl.gz"))
+    parser.add_argument("--out", default=str(HERE / f"layout{LAYOUT}-index.jsonl.gz"))
     args = parser.parse_args()
-    assert LAYOUT == "2", "run with the code of key layout 2"
+    assert LAYOUT in ("2", "3"), "run with the code of key layout 2 or 3"
     client = redis.Redis.from_url(args.redis_url)
     for pattern in (f"nd:{{{NAME}}}:*", f"nd:{{{NAME}/*"):
         for key in client.scan_iter(match=pattern):
