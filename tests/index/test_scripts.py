@@ -11,7 +11,16 @@ import pytest
 
 from detector.index import Commit, Entry
 from detector.index.redis import lua
-from detector.index.redis.keys import LOG, Layout, digest_hash
+from detector.index.redis.keys import (
+    LOG,
+    Layout,
+    Stored,
+    digest_hash,
+    pack_digest,
+    record,
+    record_body,
+    record_head,
+)
 from detector.records import Decision
 
 LAYOUT = Layout("pairs")
@@ -57,23 +66,25 @@ def test_a_commit_item_is_its_eight_arguments() -> None:
     d = Decision("d1", None, 0x0123456789ABCDEF, digest="dig")
     dh = digest_hash("dig")
     indexed = lua.CommitItem.of(Commit(d, entry()), entry(), dh)
-    assert (indexed.id, indexed.name, indexed.kind, indexed.mine) == ("d1", "d1", "e", "dig")
+    assert (indexed.id, indexed.name, indexed.kind) == ("d1", "d1", "e")
+    assert indexed.mine == pack_digest("dig") == b"\x02dig"
     log = np.frombuffer(indexed.entry, LOG)  # the 32-byte LOG record the script appends
     assert len(log) == 1 and int(log["fp"][0]) == 0x0123456789ABCDEF
     assert bytes(log["dh"][0]) == dh and log["space"][0] == b"t"
-    assert indexed.json == d.to_json() and '"dh":"' + dh.hex() + '"' in indexed.head
+    assert indexed.body == record_body(d) and b'"id"' not in indexed.body
+    assert indexed.head == record_head(d, "t", dh) and indexed.head.endswith(b"\x01t" + dh)
     assert lua.CommitItem.of(Commit(d, None), None, b"").kind == "x"
     replay = lua.CommitItem.of(Commit(d, None, replay=True), None, b"")
     assert (replay.kind, replay.entry) == ("r", b"")
     revised = lua.CommitItem.of(
-        Commit(d, None, previous=Decision("d1", None, 1, digest="old")), None, b""
+        Commit(d, None, previous=Decision("d1", None, 1, digest="0a1b")), None, b""
     )
-    assert revised.prev == "old"
+    assert revised.prev == b"\x01\x0a\x1b"
 
     args = lua.commit_args(LAYOUT, 5, [indexed, replay], 0, 90, 1, keep_old=True)
     assert args.argv[:7] == (LAYOUT.prefix, 5, 2, 0, 90, 1, "1")
     assert args.argv[7:15] == (
-        *("d1", "d1", "e", indexed.head, indexed.json, indexed.entry, "", "dig"),
+        *("d1", "d1", "e", indexed.head, indexed.body, indexed.entry, b"", b"\x02dig"),
     )
     assert len(args.argv) == 7 + 8 * 2
     assert lua.commit_args(LAYOUT, 5, [], 0, 0, 1, keep_old=False).argv[6] == "0"
@@ -81,13 +92,13 @@ def test_a_commit_item_is_its_eight_arguments() -> None:
 
 def test_every_form_of_the_commit_reply_is_read() -> None:
     raw_log = np.zeros(2, LOG).tobytes()
-    stale = lua.CommitReply.parse([b"stale", 9, raw_log])
+    stale = lua.CommitReply.parse([b"stale", 9, raw_log], ["a"])
     assert (stale.status, stale.seq, len(stale.log)) == ("stale", 9, 2)
-    assert lua.CommitReply.parse([b"moved", 3]) == lua.CommitReply("moved", moved=3)
-    assert lua.CommitReply.parse([b"relookup"]).status == "relookup"
-    stored = b'#{"n":0,"r":0,"dg":"x"}\n' + Decision("a", None, 1, digest="x").to_json().encode()
+    assert lua.CommitReply.parse([b"moved", 3], ["a"]) == lua.CommitReply("moved", moved=3)
+    assert lua.CommitReply.parse([b"relookup"], ["a"]).status == "relookup"
+    stored = record(Stored(Decision("a", None, 1, digest="x"), None))
     ok = lua.CommitReply.parse(
-        [b"ok", [b"n12", b"s" + stored, b""], b"12:12:1700", [b"", b"", b""]]
+        [b"ok", [b"n12", b"s" + stored, b""], b"12:12:1700", [b"", b"", b""]], ["z", "a", "b"]
     )
     assert ok.status == "ok" and ok.member == "12:12:1700"
     assert ok.outcomes[0] == lua.Outcome(number=12)
@@ -134,5 +145,5 @@ def test_the_pairs_of_the_variadic_scripts() -> None:
     learn = lua.learn_template_args("tp", "tc", 500, 3, 0, [(5, b"k5"), (6, b"k6")])
     assert learn.keys == ("tp", "tc") and learn.argv == (500, 3, 0, 5, b"k5", 6, b"k6")
     value = b'#{"n":0,"r":0}\n' + Decision("x", None, 1).to_json().encode()
-    gone = lua.delete_reply([b"", value])
+    gone = lua.delete_reply([b"", value], ["w", "x"])
     assert gone[0] is None and gone[1] is not None and gone[1].decision.id == "x"

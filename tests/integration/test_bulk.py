@@ -113,7 +113,7 @@ def state(client: Any, name: str) -> dict[bytes, Any]:
             if not any(value.values()):
                 continue  # committed without a text: what a bulk load writes no key for
         else:
-            value = client.get(key).replace(f'"index": "{name}"'.encode(), b"")
+            value = client.get(key).replace(f'"index":"{name}"'.encode(), b"")
         out[key.replace(name.encode(), b"NAME")] = value
     return out
 

@@ -1,15 +1,16 @@
-"""`neardup index migrate` on an index that the code of key layout 2 wrote
-(tests/data/layout2-index.jsonl.gz, made by tests/data/make_layout2_index.py), on the
+"""`neardup index migrate` on indexes that the code of key layouts 2 and 3 wrote
+(tests/data/layout{2,3}-index.jsonl.gz, made by tests/data/make_old_index.py), on the
 server and the cluster: refused until migrated, with a message that names the command;
-then lookups, stats and export give what they gave before, the old bucket strings are
-gone, a second run and a run cut short are harmless, and new commits work."""
+then lookups, stats and export give what they gave before, every decision is a record, the
+old bucket strings are gone, a second run and a run cut short are harmless, and new
+commits work."""
 
 from __future__ import annotations
 
 import base64
 import gzip
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from redis.cluster import RedisCluster
 from detector.errors import ConfigError
 from detector.index import Query
 from detector.index.redis import RedisIndex, maintenance
+from detector.index.redis.keys import RECORD
 from detector.index.redis.migrate import migrate
 from detector.records import Document
 from detector.settings import EngineSettings
@@ -28,12 +30,13 @@ from .endpoints import REDIS_CLUSTER_URL
 from .processes import neardup
 from .test_index_stats import cli
 
-FIXTURE = Path(__file__).resolve().parents[1] / "data" / "layout2-index.jsonl.gz"
+DATA = Path(__file__).resolve().parents[1] / "data"
 
 
-def restore(client: Any, name: str) -> dict[str, Any]:
-    """The fixture's keys into index `name`; what the old code answered of it."""
-    with gzip.open(FIXTURE, "rt") as f:
+def restore(client: Any, name: str, layout: str) -> dict[str, Any]:
+    """The keys of the fixture of `layout` into index `name`; what the old code answered
+    of it."""
+    with gzip.open(DATA / f"layout{layout}-index.jsonl.gz", "rt") as f:
         head = json.loads(f.readline())
         for line in f:
             k = json.loads(line)
@@ -43,13 +46,35 @@ def restore(client: Any, name: str) -> dict[str, Any]:
     return expect
 
 
+Restored = Callable[[str], tuple[str, dict[str, Any]]]
+
+
 @pytest.fixture
-def old(backend: Any) -> Iterator[tuple[str, dict[str, Any]]]:
-    name = unique("migrate")
+def restored(backend: Any) -> Iterator[Restored]:
+    """Restores the fixture of a layout into a new index: (its name, what the old code
+    answered); dropped after the test."""
+    names: list[str] = []
+
+    def make(layout: str) -> tuple[str, dict[str, Any]]:
+        names.append(unique("migrate"))
+        return names[-1], restore(backend, names[-1], layout)
+
     try:
-        yield name, restore(backend, name)
+        yield make
     finally:
-        drop_index(backend, name)
+        for name in names:
+            drop_index(backend, name)
+
+
+@pytest.fixture(params=["2", "3"])
+def old(restored: Restored, request: Any) -> tuple[str, dict[str, Any]]:
+    return restored(request.param)
+
+
+def records_only(client: Any, name: str) -> bool:
+    """Every decision of the index is a record (keys.RECORD)."""
+    decisions = [k for k in index_keys(client, name) if b"}:dec:" in k]
+    return bool(decisions) and all(client.get(k)[:1] == RECORD for k in decisions)
 
 
 def answers(index: RedisIndex, expect: dict[str, Any]) -> dict[str, Any]:
@@ -57,7 +82,7 @@ def answers(index: RedisIndex, expect: dict[str, Any]) -> dict[str, Any]:
     queries = [Query(space, int(fp, 16), "") for space, fp in expect["queries"]]
     found = index.lookup(queries)
     return {
-        "meta": {**index.meta(), "layout": "2"},
+        "meta": {**index.meta(), "layout": expect["meta"]["layout"]},
         "stats": {k: v for k, v in index.stats().items() if k != "server_used_memory"},
         "export": list(maintenance.documents(index)),
         "queries": expect["queries"],
@@ -74,14 +99,15 @@ def families(client: Any, name: str) -> dict[str, int]:
     return out
 
 
-def test_an_index_of_layout_2_is_refused_until_migrated_then_answers_as_before(
+def test_an_old_index_is_refused_until_migrated_then_answers_as_before(
     backend: Any, old: tuple[str, dict[str, Any]]
 ) -> None:
     name, expect = old
-    assert families(backend, name)["b"] > 1000  # the old bucket strings
+    layout = expect["meta"]["layout"]
+    assert (families(backend, name).get("b", 0) > 1000) == (layout == "2")  # bucket strings
     with pytest.raises(ConfigError, match=f"neardup index migrate --index {name}"):
         RedisIndex.open(backend, name)
-    with pytest.raises(ConfigError, match="key layout 2, not 3: stop its consumers"):
+    with pytest.raises(ConfigError, match=f"key layout {layout}, not 4: stop its consumers"):
         RedisIndex(backend, EngineSettings().block_scheme(), name).bind(expect["meta"]["version"])
     at = ["--redis-url", REDIS_CLUSTER_URL, "--redis-cluster"]
     refused = neardup(
@@ -91,18 +117,20 @@ def test_an_index_of_layout_2_is_refused_until_migrated_then_answers_as_before(
 
     ran = cli(backend, "index", "migrate", "--index", name)
     assert ran.returncode == 0, ran.stderr
-    assert "meta: layout 3" in ran.stderr and "old bucket strings deleted" in ran.stderr
+    assert "meta: layout 4" in ran.stderr and "old bucket strings deleted" in ran.stderr
+    assert "decisions written as records" in ran.stderr
 
     have = families(backend, name)
     assert "b" not in have and have["bh"] > 0 and have["sp"] > 0
+    assert records_only(backend, name)
     index = RedisIndex.open(backend, name)
-    assert index.meta()["layout"] == "3"
+    assert index.meta()["layout"] == "4"
     assert answers(index, expect) == expect
     # the candidates are there to be found: the lookups found some
     assert sum(len(f[1]) for f in expect["found"]) > len(expect["found"])
 
     again = migrate(backend, name, progress=lambda _: None)  # a second run: nothing to do
-    assert again.already and again.deleted == 0
+    assert again.already and again.deleted == 0 and again.rewritten == 0
     assert answers(RedisIndex.open(backend, name), expect) == expect
 
     # new commits: a copy of an indexed record is found, a new record is unique
@@ -117,14 +145,20 @@ def test_an_index_of_layout_2_is_refused_until_migrated_then_answers_as_before(
     assert index.stats()["committed"] == expect["stats"]["committed"] + 1
 
 
-@pytest.mark.parametrize("cut_at", ["versions to enter", "space t:", "meta: layout 3"])
+CUTS = ["versions to enter", "space t:", "decisions written as records", "meta: layout 4"]
+
+
+@pytest.mark.parametrize(
+    ("layout", "cut_at"), [*(("2", c) for c in CUTS), *(("3", c) for c in CUTS[2:])]
+)
 def test_a_migration_cut_short_is_completed_by_running_it_again(
-    backend: Any, old: tuple[str, dict[str, Any]], cut_at: str
+    backend: Any, restored: Restored, layout: str, cut_at: str
 ) -> None:
     """Cut after reading the versions (before any hash is written), after writing the
-    hashes (before the meta flip), or after the flip (before the old strings are
-    deleted): a second run leaves what one run does."""
-    name, expect = old
+    hashes, after writing the records (before the meta flip), or after the flip (before
+    the old strings are deleted): a second run leaves what one run does. (Layout 3 has
+    no tables to rebuild: only the last two cuts.)"""
+    name, expect = restored(layout)
 
     class Cut(Exception):
         pass
@@ -136,8 +170,9 @@ def test_a_migration_cut_short_is_completed_by_running_it_again(
     with pytest.raises(Cut):
         migrate(backend, name, progress=progress)
     done = migrate(backend, name, progress=lambda _: None)
-    assert done.already == (cut_at == "meta: layout 3") and done.deleted > 1000
-    assert "b" not in families(backend, name)
+    assert done.already == (cut_at == "meta: layout 4")
+    assert (done.deleted > 1000) == (layout == "2")
+    assert "b" not in families(backend, name) and records_only(backend, name)
     assert answers(RedisIndex.open(backend, name), expect) == expect
 
 
@@ -153,12 +188,11 @@ def test_an_index_of_another_layout_is_not_migrated(backend: Any) -> None:
         drop_index(backend, name)
 
 
-def test_a_range_left_pending_is_applied_by_the_migration(
-    backend: Any, old: tuple[str, dict[str, Any]]
-) -> None:
+def test_a_range_left_pending_is_applied_by_the_migration(backend: Any, restored: Restored) -> None:
     """A committer that died before applying its range left it pending and its digests
-    unwritten: the migration writes them and takes the range off the pending list."""
-    name, expect = old
+    unwritten: the migration from layout 2 writes them and takes the range off the pending
+    list (from layout 3 a pending range stays for the consumers' repair)."""
+    name, expect = restored("2")
     digests = [k for k in index_keys(backend, name) if b"}:dg:" in k]
     unapplied = {
         (key, field): number
@@ -178,15 +212,15 @@ def test_a_range_left_pending_is_applied_by_the_migration(
     assert answers(RedisIndex.open(backend, name), expect) == expect
 
 
-def test_an_export_of_layout_2_imports_into_layout_3(
+def test_an_export_of_an_old_layout_imports_into_layout_4(
     backend: Any, old: tuple[str, dict[str, Any]], tmp_path: Path
 ) -> None:
-    """The other way across: what layout 2's `index export` wrote (the fixture's export,
-    under layout 2's header) imports into a new index of layout 3."""
+    """The other way across: what an old layout's `index export` wrote (the fixture's
+    export, under its header) imports into a new index of layout 4."""
     _, expect = old
     path = tmp_path / "export.jsonl"
     header = {"neardup_index_export": 1, "name": "old", **expect["meta"]}
-    assert header["layout"] == "2"
+    assert header["layout"] in ("2", "3")
     with path.open("w") as f:
         for line in (header, *expect["export"]):
             f.write(json.dumps(line) + "\n")
@@ -196,7 +230,7 @@ def test_an_export_of_layout_2_imports_into_layout_3(
         assert f"imported {len(expect['export'])} records" in done.stderr
         index = RedisIndex.open(backend, name)
         indexed = [r for r in expect["export"] if "text" in r or "vector" in r]
-        assert index.meta()["layout"] == "3"
+        assert index.meta()["layout"] == "4"
         assert index.stats()["documents"] == len(indexed)
         prints = [int(r["decision"]["fingerprint"], 16) for r in indexed]
         found = index.lookup([Query("t", fp, "") for fp in prints])

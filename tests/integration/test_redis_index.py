@@ -15,10 +15,10 @@ from redis.cluster import RedisCluster
 
 from detector.blocks import BlockScheme
 from detector.errors import ConfigError
-from detector.index import DEFAULT_MAX_BUCKET, Commit, Entry, Index, Query
+from detector.index import DEFAULT_MAX_BUCKET, Commit, Entry, Index, Query, version_id
 from detector.index.redis import RedisIndex, maintenance
 from detector.index.redis import index as redis_module
-from detector.index.redis.keys import LAYOUT
+from detector.index.redis.keys import LAYOUT, parse_decision, record
 from detector.records import Decision
 from detector.settings import EngineSettings
 
@@ -203,6 +203,33 @@ def test_far_documents_of_another_writer_do_not_conflict(backend: Any) -> None:
 
 
 # ---------------------------------------------------------------- Redis: hot buckets
+
+
+def test_the_commit_writes_the_record_keys_record_packs(backend: Any) -> None:
+    """COMMIT composes a decision record in Lua (commit.lua) from the head and body the
+    caller packs and the versions it carries over: byte for byte keys.record's, through a
+    revision that keeps the version it replaces and one that keeps both."""
+    index = RedisIndex(backend, DEFAULT, unique("index"))
+    try:
+        fps = [0x0123456789ABCDEF, 0x0F0F0F0F0F0F0F0F, 0x7777777700000000]
+        before = None
+        for r, fp in enumerate(fps):
+            d = Decision("Ü/1", None, fp, revision=r, digest=f"{r:032x}", version=float(r))
+            if r:
+                d.previous_fingerprint = fps[r - 1]
+            index.lookup([Query("t", fp, d.digest)])
+            e = entry(version_id("Ü/1", r), fp, digest=d.digest)
+            done = index.commit([Commit(d, e, previous=before, keep_previous=True)])
+            assert done.done == 1
+            before = d
+            value = backend.get(index.layout.decision("Ü/1"))
+            stored = parse_decision(value, "Ü/1")
+            assert value == record(stored)
+            assert stored.decision.to_json() == d.to_json()
+            assert [v.fingerprint for v in stored.versions] == fps[: r + 1]
+            assert [v.name for v in stored.versions] == [version_id("Ü/1", i) for i in range(r + 1)]
+    finally:
+        drop_index(backend, index.namespace)
 
 
 def test_a_hot_bucket_is_cut_back_on_the_server(

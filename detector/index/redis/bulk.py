@@ -1,4 +1,4 @@
-"""Bulk load: many documents into an empty Redis index of key layout 3 (keys.py), decided
+"""Bulk load: many documents into an empty Redis index of key layout 4 (keys.py), decided
 "unique", without the COMMIT and APPLY scripts, into the state that committing them one
 batch at a time would have left, but for the log: the commits would keep up to 2 x 65,536
 recent entries in it (APPLIED trims it only now and then), the load leaves it empty with
@@ -6,7 +6,7 @@ logbase = seq, which lookups and commits read as "nothing recent" (SNAPSHOT, COM
 
   coordinator  meta (bound through RedisIndex.bind), seq = logbase = N, no log or pending,
                counts {counted: all, documents: N}, the id map, a decision key per
-               document with the header COMMIT writes, and the text dictionary when the
+               document with the record COMMIT writes, and the text dictionary when the
                texts fill a sample (texts.Sample: the first ones are packed without it,
                then again with it where that is smaller, as a consumer does)
   shards       bucket entries in number order (cut back and counted in `evicted` exactly
@@ -22,7 +22,6 @@ buckets would need the commit times it has none of)."""
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -34,10 +33,21 @@ import numpy as np
 
 from ... import __version__
 from ...errors import ConfigError
+from ...records import Decision
 from ..texts import Sample
 from .cluster import Batch
 from .index import RedisIndex
-from .keys import ENTRY, IDS_PER_HASH, SHARDS, digest_hash, fields, pack_entries
+from .keys import (
+    ENTRY,
+    IDS_PER_HASH,
+    SHARDS,
+    Stored,
+    Version,
+    digest_hash,
+    fields,
+    pack_entries,
+    record,
+)
 
 # Documents a chunk. Each bucket is written once a chunk, its value allocated to its
 # size: 10^7 documents in one chunk of 16-bit tables take some 1 GB of keys and entries
@@ -104,12 +114,21 @@ def load(
         dhs[at] = np.frombuffer(digest_hash(digest(at)), np.uint8)
     named = _first_copies(dhs)
     when = decided_at or datetime.now(UTC).isoformat()
-    tail = (  # the decision JSON after the fingerprint (Decision.to_json, a unique one)
-        f', "exact": false, "features": {json.dumps(version, ensure_ascii=False)}, '
-        f'"index": {json.dumps(index.namespace, ensure_ascii=False)}, '
-        f'"detector": {json.dumps(__version__)}, "decided_at": {json.dumps(when)}}}'
-    )
-    space_json, scheme = json.dumps(space), index.scheme_for(space)
+
+    def decision(at: int, fp: int) -> bytes:  # the record COMMIT writes of a unique one
+        d = Decision(
+            ids[at],
+            None,
+            fp,
+            features=version,
+            namespace=index.namespace,
+            detector=__version__,
+            decided_at=when,
+            digest=digest(at),
+        )
+        return record(Stored(d, Version(ids[at], at + 1, space, dhs[at].tobytes(), fp)))
+
+    scheme = index.scheme_for(space)
     _write_texts(index, ids, texts or {})
 
     appends = evicted = cut = 0
@@ -136,20 +155,9 @@ def load(
         for at in range(first, last, STEP):
             batch = Batch(client)
             upto = min(last, at + STEP)
-            hexes = [f"{fp:016x}" for fp in fps[at:upto].tolist()]
-            pairs: list[str] = []
-            for i in range(at, upto):
-                doc_id, dg, dh = ids[i], digest(i), dhs[i].tobytes()
-                head = (
-                    f'#{{"n":{i + 1},"r":0,"dg":{json.dumps(dg, ensure_ascii=False)},'
-                    f'"s":{space_json},"dh":"{dh.hex()}","fp":"{hexes[i - at]}"}}\n'
-                )
-                body = (
-                    f'{{"id": {json.dumps(doc_id, ensure_ascii=False)}, "decision": "unique", '
-                    f'"duplicate_of": null, "distance": null, "similarity": null, '
-                    f'"fingerprint": "{hexes[i - at]}"' + tail
-                )
-                pairs += [layout.decision(doc_id), head + body]
+            pairs: list[Any] = []
+            for i, fp in enumerate(fps[at:upto].tolist(), at):
+                pairs += [layout.decision(ids[i]), decision(i, fp)]
                 if len(pairs) == 2 * MSET_PAIRS:
                     batch.add(pairs[0], "MSET", *pairs)
                     pairs = []

@@ -52,7 +52,7 @@ __all__ = ["RedisIndex", "Snapshot"]
 # (ops/redis/redis.conf): the entries Redis's default, the value raised from 64 bytes,
 # so that a small index's hashes stay listpacks with buckets of up to 21 entries.
 LISTPACK = {"hash-max-listpack-entries": 512, "hash-max-listpack-value": 256}
-MIGRATES_FROM = ("2",)  # layouts `neardup index migrate` takes across
+MIGRATES_FROM = ("2", "3")  # layouts `neardup index migrate` takes across
 LOG_KEEP = 65_536  # log entries kept below the applied mark, for slow consumers' checks
 CUTS_NAMED = 8  # buckets cut back that a log line names; the rest are counted
 REPAIR_AFTER = 30.0  # seconds a committed range may stay unapplied before others apply it
@@ -99,7 +99,7 @@ def _layout_problem(namespace: str, layout: str) -> str:
         return (
             f"index {namespace!r} is in key layout {layout}, not {LAYOUT}: stop its "
             f"consumers, then run `neardup index migrate --index {namespace}` (with the "
-            "same Redis options) to rebuild its block tables in place"
+            "same Redis options) to bring it across in place"
         )
     return (
         f"index {namespace!r} is in key layout {layout}, not {LAYOUT}: index its documents "
@@ -521,7 +521,7 @@ class RedisIndex:
         if not ids:
             return {}
         replies = self.store.call(self.client.mget, [self.layout.decision(i) for i in ids])
-        return {i: parse_decision(r).decision for i, r in zip(ids, replies, strict=True) if r}
+        return {i: parse_decision(r, i).decision for i, r in zip(ids, replies, strict=True) if r}
 
     # ------------------------------------------------------------------ commit
 
@@ -556,7 +556,9 @@ class RedisIndex:
                 self.granularity,
                 keep_old,
             )
-            reply = lua.CommitReply.parse(self.store.eval(args))
+            reply = lua.CommitReply.parse(
+                self.store.eval(args), [i.decision.id for i in items[:done]]
+            )
             if reply.status == "moved":
                 done = reply.moved
             elif reply.status == "stale":
@@ -818,7 +820,7 @@ class RedisIndex:
         ids = list(dict.fromkeys(ids))
         if not ids:
             return []
-        replies = lua.delete_reply(self.store.eval(lua.delete_args(self.layout, ids)))
+        replies = lua.delete_reply(self.store.eval(lua.delete_args(self.layout, ids)), ids)
         gone = [(i, s) for i, s in zip(ids, replies, strict=True) if s is not None]
         # the id's own text too: one written for a commit that never came (a crash)
         self._forget_versions([v for _, s in gone for v in s.versions], [i for i, _ in gone])

@@ -1,5 +1,5 @@
 """The key layout of a Redis index: every key name, which slot it lives in, and what the
-values hold. Layout 3, for index NAME:
+values hold. Layout 4, for index NAME:
 
 The keys the commit must read and write atomically share the hash tag {NAME}, one slot
 (the coordinator); everything that grows with the index is spread over SHARDS hash tags
@@ -25,15 +25,13 @@ server the keys are the same.
                               per window of `granularity` seconds, the window's last commit
     id:{N>>7}         hash    N & 127 -> the version number N is: its id, or for revision
                               r >= 1 id NUL r (index.version_id)
-    dec:{ID}          string  a header line, then the decision JSON. The header is "#" and a
-                              JSON object: n, the number of the current version (0: not
-                              indexed); s, its space; dh, its digest hash; fp, its
-                              fingerprint (hex); dg, the digest of the content decided on
-                              (a re-fetch with another one is a revision); v, the record's
-                              version, if it had one; r, the revision; k, the earlier
-                              versions kept as candidates ({n, r, s, dh, fp} each). What
-                              `delete`, `export` and the re-fetch rules need. Written before
-                              re-fetches: "N SPACE DIGESTHASH" (indexed) or no header
+    dec:{ID}          string  the id's decision record (RECORD below): the number of its
+                              current version (0: not indexed), its space, digest hash
+                              and fingerprint, the digest of the content decided on (a
+                              re-fetch with another one is a revision), the revision, the
+                              earlier versions kept as candidates, and the decision's JSON
+                              less what the rest gives. What `delete`, `export` and the
+                              re-fetch rules need
     repair:{FIRST}    string  a consumer's claim to apply the pending range FIRST:...
     txdict            string  the zstd dictionary the texts are packed with (index.texts),
                               its id in bytes 4..7: trained by the first consumer to have
@@ -82,6 +80,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+import struct
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -95,9 +94,10 @@ from ...errors import ConfigError
 from ...hashing import fmix64
 from ...kernels import native_module
 from ...names import index_name_problem
-from ...records import VERSION_MARK, Decision
+from ...records import Decision
+from .. import record_of, version_id
 
-LAYOUT = "3"
+LAYOUT = "4"
 # Layout 3 puts 2^FIELD_BITS buckets of a table in one hash (keys.py docstring)
 FIELD_BITS = 10
 FIELD_MASK = (1 << FIELD_BITS) - 1
@@ -192,6 +192,10 @@ class Layout:
     def decision(self, doc_id: str) -> str:
         return f"{self.prefix}dec:{doc_id}"
 
+    def decision_id(self, key: bytes) -> str:
+        """The id of a decision key."""
+        return key[len(self._prefix_bytes) + 4 :].decode("utf-8", "surrogatepass")
+
     def repair(self, first: int) -> str:
         return f"{self.prefix}repair:{first}"
 
@@ -276,7 +280,7 @@ class Layout:
 
 @dataclass(frozen=True)
 class Version:
-    """An indexed version of a record, as its decision key's header names it."""
+    """An indexed version of a record, as its decision record names it."""
 
     name: str  # version_id(id, revision)
     num: int
@@ -299,8 +303,92 @@ class Stored:
         return (*self.kept, *((self.current,) if self.current else ()))
 
 
-def parse_decision(value: bytes) -> Stored:
-    """A decision key's value, in any of the header formats (keys.py docstring)."""
+# A decision record (layout 4), little endian; COMMIT composes it from the head and body
+# the caller packs, the number it gives and the kept versions it carries over:
+#   RECORD, n u32 (the current version's number, 0: not indexed), head, count u16 and
+#   that many kept versions (n u32, r u32, space, dh 16, fp 8), body
+#   head: flags u8 (1: indexed, space and dh follow), r u32 (the revision), fp 8 (the
+#         decision's fingerprint), dg (the digest decided on: pack_digest), [space, dh 16]
+#   body: the decision's JSON without what the key and head give (id, decision,
+#         fingerprint, revision), without spaces
+# A short string (space, dg) is a length byte and its bytes. parse_decision reads layout
+# 3's form too, a '#' and a JSON header line before the decision JSON, for `index migrate`,
+# which rewrites every decision as a record (the scripts read records only).
+RECORD = b"\x01"
+_IN_HEAD = ("id", "decision", "fingerprint", "revision")
+
+
+def pack_digest(digest: str) -> bytes:
+    """A digest as records keep it (and COMMIT compares it): its bytes behind 1 when it
+    is lowercase hex, else its text behind 2; b'' for none."""
+    if not digest:
+        return b""
+    if len(digest) % 2 == 0 and re.fullmatch(r"[0-9a-f]+", digest):
+        return b"\x01" + bytes.fromhex(digest)
+    return b"\x02" + digest.encode("utf-8", "surrogatepass")
+
+
+def unpack_digest(packed: bytes) -> str:
+    if not packed:
+        return ""
+    if packed[:1] == b"\x01":
+        return packed[1:].hex()
+    return packed[1:].decode("utf-8", "surrogatepass")
+
+
+def _short(raw: bytes) -> bytes:
+    if len(raw) > 255:
+        raise ValueError(f"{raw[:20]!r}... is longer than 255 bytes")
+    return bytes((len(raw),)) + raw
+
+
+def record_head(decision: Decision, entry_space: str | None, dh: bytes | None) -> bytes:
+    """The head of a decision record (what follows its number)."""
+    indexed = entry_space is not None and dh is not None
+    out = (
+        struct.pack("<BI", 1 if indexed else 0, decision.revision)
+        + decision.fingerprint.to_bytes(8, "little")
+        + _short(pack_digest(decision.digest))
+    )
+    if indexed:
+        out += _short(entry_space.encode()) + dh  # type: ignore[union-attr, operator]
+    return out
+
+
+def record_body(decision: Decision) -> bytes:
+    body = {k: v for k, v in decision.to_dict().items() if k not in _IN_HEAD}
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode(
+        "utf-8", "surrogatepass"
+    )
+
+
+def record(stored: Stored) -> bytes:
+    """The record of `stored`, as COMMIT composes it (bulk loads and migrations write it)."""
+    d, current = stored.decision, stored.current
+    head = record_head(
+        d, current.space if current else None, current.digest_hash if current else None
+    )
+    kept = b"".join(
+        struct.pack("<II", v.num, record_of(v.name)[1])
+        + _short(v.space.encode())
+        + v.digest_hash
+        + v.fingerprint.to_bytes(8, "little")
+        for v in stored.kept
+    )
+    return (
+        RECORD
+        + struct.pack("<I", current.num if current else 0)
+        + head
+        + struct.pack("<H", len(stored.kept))
+        + kept
+        + record_body(d)
+    )
+
+
+def parse_decision(value: bytes, doc_id: str) -> Stored:
+    """A decision key's value, a record of any layout's format, of id `doc_id`."""
+    if value[:1] == RECORD:
+        return _parse_record(value, doc_id)
     head, _, body = value.partition(b"\n") if not value.startswith(b"{") else (b"", b"", value)
     if head.startswith(b"#"):
         h = json.loads(head[1:])
@@ -319,21 +407,36 @@ def parse_decision(value: bytes) -> Stored:
     return Stored(d, Version(d.id, int(num), space, bytes.fromhex(dh), d.fingerprint))
 
 
+def _parse_record(value: bytes, doc_id: str) -> Stored:
+    num, flags, revision = struct.unpack_from("<IBI", value, 1)
+    fp = int.from_bytes(value[10:18], "little")
+    dg, at = _read_short(value, 18)
+    space, dh = "", b""
+    if flags & 1:
+        raw, at = _read_short(value, at)
+        space, dh, at = raw.decode(), value[at : at + 16], at + 16
+    (count,) = struct.unpack_from("<H", value, at)
+    at += 2
+    kept = []
+    for _ in range(count):
+        n, r = struct.unpack_from("<II", value, at)
+        raw, at = _read_short(value, at + 8)
+        kfp = int.from_bytes(value[at + 16 : at + 24], "little")
+        kept.append(Version(version_id(doc_id, r), n, raw.decode(), value[at : at + 16], kfp))
+        at += 24
+    fields = {"id": doc_id, "fingerprint": f"{fp:016x}", "revision": revision}
+    d = Decision.from_dict({**fields, **json.loads(value[at:])}, digest=unpack_digest(dg))
+    current = Version(version_id(doc_id, revision), num, space, dh, fp) if num else None
+    return Stored(d, current, tuple(kept))
+
+
+def _read_short(value: bytes, at: int) -> tuple[bytes, int]:
+    end = at + 1 + value[at]
+    return value[at + 1 : end], end
+
+
 def _version(doc_id: str, h: dict[str, Any]) -> Version:
     revision = int(h.get("r") or 0)
-    name = doc_id if not revision else f"{doc_id}{VERSION_MARK}{revision}"
-    return Version(name, int(h["n"]), h["s"], bytes.fromhex(h["dh"]), int(h["fp"], 16))
-
-
-def header(decision: Decision, entry_space: str | None, dh: bytes | None) -> str:
-    """The header of a decision key (after '{"n":N,', which the COMMIT script writes)."""
-    # no digest (a caller that does not say what content it decided on): dg is left out,
-    # and every later record of the id is taken as a redelivery
-    h: dict[str, object] = {"r": decision.revision}
-    if decision.digest:
-        h["dg"] = decision.digest
-    if entry_space is not None and dh is not None:
-        h.update(s=entry_space, dh=dh.hex(), fp=f"{decision.fingerprint:016x}")
-    if decision.version is not None:
-        h["v"] = decision.version
-    return json.dumps(h, separators=(",", ":"))[1:]
+    return Version(
+        version_id(doc_id, revision), int(h["n"]), h["s"], bytes.fromhex(h["dh"]), int(h["fp"], 16)
+    )

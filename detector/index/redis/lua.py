@@ -18,7 +18,7 @@ from typing import Any, Literal
 import numpy as np
 
 from .. import Commit, Entry
-from .keys import LOG, Layout, Stored, header, parse_decision
+from .keys import LOG, Layout, Stored, pack_digest, parse_decision, record_body, record_head
 
 
 def _script(name: str, *before: str) -> str:
@@ -112,11 +112,11 @@ class CommitItem:
     id: str
     name: str  # the version's name the id map gets
     kind: Kind
-    head: str  # keys.header(), the rest of the header after '{"n":N,'
-    json: str
+    head: bytes  # keys.record_head()
+    body: bytes  # keys.record_body()
     entry: bytes  # kind 'e': its LOG entry; otherwise b''
-    prev: str  # the digest of the decision it revises, '' for an id found undecided
-    mine: str  # the digest of the content decided on
+    prev: bytes  # the digest of the decision it revises, b'' for an id found undecided
+    mine: bytes  # the digest of the content decided on (both keys.pack_digest)
 
     @classmethod
     def of(cls, item: Commit, entry: Entry | None, dh: bytes) -> CommitItem:
@@ -129,9 +129,9 @@ class CommitItem:
             log = (
                 entry.fingerprint.to_bytes(8, "little") + dh + entry.space.encode().ljust(8, b"\0")
             )
-        head = header(d, entry.space if entry else None, dh if entry else None)
-        prev = item.previous.digest if item.previous is not None else ""
-        return cls(d.id, name, kind, head, d.to_json(), log, prev, d.digest)
+        head = record_head(d, entry.space if entry else None, dh if entry else None)
+        prev = pack_digest(item.previous.digest) if item.previous is not None else b""
+        return cls(d.id, name, kind, head, record_body(d), log, prev, pack_digest(d.digest))
 
 
 def commit_args(
@@ -145,7 +145,7 @@ def commit_args(
 ) -> Args:
     fixed = (upto, len(items), decision_ttl, keep, granularity, "1" if keep_old else "0")
     per_item = (
-        a for i in items for a in (i.id, i.name, i.kind, i.head, i.json, i.entry, i.prev, i.mine)
+        a for i in items for a in (i.id, i.name, i.kind, i.head, i.body, i.entry, i.prev, i.mine)
     )
     return _coordinator(COMMIT, layout, *fixed, *per_item)
 
@@ -175,7 +175,8 @@ class CommitReply:
     replaced: tuple[Stored | None, ...] = ()  # per item: the decision that left the index
 
     @classmethod
-    def parse(cls, raw: Sequence[Any]) -> CommitReply:
+    def parse(cls, raw: Sequence[Any], ids: Sequence[str]) -> CommitReply:
+        """The reply to a COMMIT of items of `ids`, in order."""
         status = raw[0].decode()
         if status == "stale":
             return cls("stale", seq=int(raw[1]), log=_log(raw[2]))
@@ -185,15 +186,17 @@ class CommitReply:
             return cls("relookup")
         return cls(
             "ok",
-            outcomes=tuple(_outcome(o) for o in raw[1]),
+            outcomes=tuple(_outcome(o, i) for o, i in zip(raw[1], ids, strict=True)),
             member=raw[2].decode(),
-            replaced=tuple(parse_decision(v) if v else None for v in raw[3]),
+            replaced=tuple(
+                parse_decision(v, i) if v else None for v, i in zip(raw[3], ids, strict=True)
+            ),
         )
 
 
-def _outcome(raw: bytes) -> Outcome:
+def _outcome(raw: bytes, doc_id: str) -> Outcome:
     if raw.startswith(b"s"):
-        return Outcome(stored=parse_decision(raw[1:]))
+        return Outcome(stored=parse_decision(raw[1:], doc_id))
     if raw.startswith(b"n"):
         return Outcome(number=int(raw[1:]))
     return Outcome()
@@ -212,9 +215,9 @@ def delete_args(layout: Layout, ids: Sequence[str]) -> Args:
     return _coordinator(DELETE, layout, *ids)
 
 
-def delete_reply(raw: Sequence[bytes]) -> list[Stored | None]:
+def delete_reply(raw: Sequence[bytes], ids: Sequence[str]) -> list[Stored | None]:
     """Per id, what its decision key held (None: the index did not know it)."""
-    return [parse_decision(v) if v else None for v in raw]
+    return [parse_decision(v, i) if v else None for v, i in zip(raw, ids, strict=True)]
 
 
 def sweep_ids_args(layout: Layout, cutoff: int, chunk: int) -> Args:

@@ -112,7 +112,7 @@ def documents(index: RedisIndex) -> Iterator[dict[str, Any]]:
         texts = index.texts(ids)
         vectors = index.packed_vectors(ids)
         for name, value in zip(ids, values, strict=True):
-            stored = parse_decision(value) if value else None
+            stored = parse_decision(value, record_of(name)[0]) if value else None
             if stored is None or stored.current is None or stored.current.name != name:
                 continue  # a version kept as a candidate: not exported
             record: dict[str, Any] = {
@@ -143,8 +143,11 @@ def documents(index: RedisIndex) -> Iterator[dict[str, Any]]:
 def _unindexed(index: RedisIndex, keys: list[bytes]) -> Iterator[dict[str, Any]]:
     if not keys:
         return
-    for value in index.store.call(index.client.mget, keys):
-        stored = parse_decision(value) if value else None
+    skip = len(index.layout.decision(""))
+    for key, value in zip(keys, index.store.call(index.client.mget, keys), strict=True):
+        stored = (
+            parse_decision(value, key.decode("utf-8", "surrogatepass")[skip:]) if value else None
+        )
         if stored is not None and stored.current is None:
             yield {"decision": stored.decision.to_dict(), "digest": stored.decision.digest}
 

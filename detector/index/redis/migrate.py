@@ -1,25 +1,29 @@
-"""`neardup index migrate`: an index of key layout 2 (each bucket its own string,
-b:{SPACE}:{T}:{KEY}) into layout 3 (buckets as fields of hashes, bh:{SPACE}:{T}:{G}:
-keys.py), in place, offline: its consumers must be stopped (a consumer of layout 2 that
-keeps writing puts entries in the old strings, which step 4 deletes; one of layout 3
-refuses the index until step 3).
+"""`neardup index migrate`: an index of key layout 2 or 3 into layout 4 (keys.py), in
+place, offline: its consumers must be stopped (one of the old layout that keeps writing
+puts entries or records where the new one does not look; one of layout 4 refuses the index
+until the meta says 4).
 
-The block tables are rebuilt from what the coordinator holds, not from the old strings:
-the id map names every version a lookup can find, and its decision key's header gives
-that version's number, space and fingerprint (keys.parse_decision). Each rebuilt bucket
-holds its versions in number order, the newest --max-bucket of them (what a lookup read
-of the old one, less the entries of versions the id map no longer names). The digests,
-texts, decisions, id map and the shards' `evicted` counters keep their keys and values:
-`index stats` says after what it said before.
+Layout 2 kept each bucket in its own string (b:{SPACE}:{T}:{KEY}); layout 3 made them
+fields of hashes (bh:{SPACE}:{T}:{G}). Layout 4 keeps each decision as a binary record
+(keys.record) instead of a JSON header and the decision's JSON.
+
+From layout 2 the block tables are rebuilt from what the coordinator holds, not from the
+old strings: the id map names every version a lookup can find, and its decision record
+gives that version's number, space and fingerprint (keys.parse_decision). Each rebuilt
+bucket holds its versions in number order, the newest --max-bucket of them (what a lookup
+read of the old one, less the entries of versions the id map no longer names). The
+digests, texts, id map and the shards' `evicted` counters keep their keys and values, and
+the decisions their keys and expiries: `index stats` says after what it said before.
 
 The order, so that an interrupted run leaves an index a second run completes:
-  1. delete the layout-3 bucket hashes an interrupted run may have left, then write them
+  1. (from 2) delete the bucket hashes an interrupted run may have left, then write them
      all (beside the old strings: their names differ), and each shard's set of spaces;
-  2. apply what committers left pending: the digests of its numbers (HSETNX, as
+  2. (from 2) apply what committers left pending: the digests of its numbers (HSETNX, as
      APPLY_SHARD), then APPLIED takes the range off the pending list;
-  3. set meta layout to 3: from here consumers of layout 3 take the index;
-  4. delete the old bucket strings (a SCAN of every primary).
-A run on an index already in layout 3 does step 4 only."""
+  3. write every decision that is not a record yet as one (SET KEEPTTL);
+  4. set meta layout to 4: from here consumers of layout 4 take the index;
+  5. delete the old bucket strings (a SCAN of every primary).
+A run on an index already in layout 4 does steps 3 and 5 only."""
 
 from __future__ import annotations
 
@@ -39,12 +43,14 @@ from .keys import (
     ENTRY,
     IDS_PER_HASH,
     LAYOUT,
+    RECORD,
     SHARDS,
     Layout,
     Version,
     fields,
     pack_entries,
     parse_decision,
+    record,
 )
 from .maintenance import bucket_hashes
 
@@ -59,7 +65,8 @@ class Migrated:
     buckets: int  # buckets written
     pending: int  # pending ranges applied
     deleted: int  # old bucket strings deleted
-    already: bool  # the index was in layout 3 already (step 4 only)
+    already: bool  # the index was in layout 4 already (steps 3 and 5 only)
+    rewritten: int = 0  # decisions written as records
 
 
 def migrate(
@@ -68,7 +75,7 @@ def migrate(
     max_bucket: int = DEFAULT_MAX_BUCKET,
     progress: Callable[[str], None] | None = None,
 ) -> Migrated:
-    """Migrate index `namespace` to key layout 3 (the module's docstring)."""
+    """Migrate index `namespace` to key layout 4 (the module's docstring)."""
     say = progress or _stderr
     meta = RedisIndex.stored_meta(client, namespace)
     layout = meta.get("layout", "1")
@@ -80,21 +87,29 @@ def migrate(
         )
     index = RedisIndex.of_meta(client, namespace, meta, max_bucket=max_bucket)
     if layout == LAYOUT:
+        rewritten = _rewrite_decisions(index, say)
         deleted = _delete_old(index, say)
-        say(f"index {namespace!r} is in key layout {LAYOUT} already; {deleted} old keys deleted")
-        return Migrated(0, 0, 0, deleted, True)
+        say(
+            f"index {namespace!r} is in key layout {LAYOUT} already; {rewritten} decisions "
+            f"written as records, {deleted} old keys deleted"
+        )
+        return Migrated(0, 0, 0, deleted, True, rewritten)
     say(f"index {namespace!r}: key layout {layout} -> {LAYOUT} (its consumers must be stopped)")
-    versions = list(_versions(index, say))
-    say(f"{len(versions):,} versions to enter in the block tables")
-    buckets = _write_tables(index, versions, say)
-    pending = _apply_pending(index, {v.num: v for v in versions})
-    if pending:
-        say(f"{pending} pending ranges applied")
+    versions, buckets, pending = [], 0, 0
+    if layout == "2":
+        versions = list(_versions(index, say))
+        say(f"{len(versions):,} versions to enter in the block tables")
+        buckets = _write_tables(index, versions, say)
+        pending = _apply_pending(index, {v.num: v for v in versions})
+        if pending:
+            say(f"{pending} pending ranges applied")
+    rewritten = _rewrite_decisions(index, say)
+    say(f"{rewritten:,} decisions written as records")
     index.store.call(client.hset, index.layout.meta, "layout", LAYOUT)
     say(f"meta: layout {LAYOUT}")
     deleted = _delete_old(index, say)
     say(f"done: {buckets:,} buckets written, {deleted:,} old bucket strings deleted")
-    return Migrated(len(versions), buckets, pending, deleted, False)
+    return Migrated(len(versions), buckets, pending, deleted, False, rewritten)
 
 
 def _versions(index: RedisIndex, say: Callable[[str], None]) -> Iterator[Version]:
@@ -117,9 +132,9 @@ def _versions(index: RedisIndex, say: Callable[[str], None]) -> Iterator[Version
         ids = list(dict.fromkeys(record_of(name)[0] for _, name in named))
         values = store.call(client.mget, [layout.decision(i) for i in ids])
         known: dict[tuple[int, str], Version] = {}
-        for value in values:
+        for doc_id, value in zip(ids, values, strict=True):
             if value:
-                for v in parse_decision(value).versions:
+                for v in parse_decision(value, doc_id).versions:
                     known[(v.num, v.name)] = v
         for num, name in named:
             if (num, name) in known:  # else its decision expired: no lookup finds it
@@ -217,29 +232,49 @@ def _apply_pending(index: RedisIndex, versions: dict[int, Version]) -> int:
     return len(members)
 
 
+def _rewrite_decisions(index: RedisIndex, say: Callable[[str], None]) -> int:
+    """Step 3: every decision of an older layout's format as a record, its expiry kept;
+    returns how many."""
+    layout, done = index.layout, 0
+    for chunk in _scanned(index, layout.glob_prefix + "dec:*"):
+        batch = Batch(index.client)
+        for k, value in zip(chunk, index.store.call(index.client.mget, chunk), strict=True):
+            if value and value[:1] != RECORD:
+                stored = parse_decision(value, layout.decision_id(k))
+                batch.add(k, "SET", k, record(stored), "KEEPTTL")
+        _run(index, batch)
+        done += len(batch.commands)
+        if done and done % 100_000 < len(batch.commands):
+            say(f"{done:,} decisions written as records")
+    return done
+
+
 def _delete_old(index: RedisIndex, say: Callable[[str], None]) -> int:
-    """Step 4: layout 2's bucket strings, on every primary; returns how many."""
-    pattern = _old_pattern(index.layout)
-    deleted, chunk = 0, []
+    """Step 5: layout 2's bucket strings, on every primary; returns how many."""
+    deleted = 0
+    for chunk in _scanned(index, _old_pattern(index.layout)):
+        index.store.call(index.client.unlink, *chunk)  # a cluster client splits it by slot
+        deleted += len(chunk)
+        if deleted % 100_000 == 0:
+            say(f"{deleted:,} old bucket strings deleted")
+    return deleted
+
+
+def _scanned(index: RedisIndex, pattern: str) -> Iterator[list[bytes]]:
+    """The keys of every primary that match `pattern`, a thousand at a time."""
+    chunk = []
     for key in index.client.scan_iter(match=pattern, count=10_000):
         chunk.append(key)
         if len(chunk) == 1000:
-            deleted += _unlink(index, chunk)
+            yield chunk
             chunk = []
-            if deleted % 100_000 == 0:
-                say(f"{deleted:,} old bucket strings deleted")
-    return deleted + _unlink(index, chunk)
+    if chunk:
+        yield chunk
 
 
 def _old_pattern(layout: Layout) -> str:
     """SCAN's pattern of layout 2's bucket strings: nd:{NAME/*}:b:*."""
     return f"{layout.patterns[1][:-1]}*}}:{OLD_BUCKETS}:*"
-
-
-def _unlink(index: RedisIndex, keys: list[bytes]) -> int:
-    if keys:  # a cluster client splits the UNLINK by slot
-        index.store.call(index.client.unlink, *keys)
-    return len(keys)
 
 
 def _run(index: RedisIndex, batch: Batch) -> None:

@@ -17,13 +17,12 @@
 --   name      the version's name, id or id .. NUL .. revision (the id map holds it)
 --   kind      'e' to index, 'x' a decision only (not indexed), 'r' a replay (nothing is
 --             written: the decision is one the caller read back)
---   head      the decision key's header without its number: the rest of a JSON object
---             after '{"n":N,' (keys s, dh, fp, dg, v, r; see keys.py)
---   json      the decision JSON
+--   head      the decision record's head (keys.record_head)
+--   body      its body, the decision's JSON less what the key and head give
 --   entry     'e': its 32-byte LOG entry; otherwise ''
 --   prev      '' for an id the caller found undecided; else the digest of the decision
 --             it revises (the id's stored decision must still be that one)
---   mine      the digest of the content decided on
+--   mine      the digest of the content decided on (prev and mine: keys.pack_digest)
 -- An id decided meanwhile on the same content gets nothing written: its outcome is the
 -- stored decision. An id decided, revised or deleted meanwhile otherwise is a conflict.
 -- Reply:
@@ -91,6 +90,16 @@ if seq == 0 then  -- a new index: counted from its first commit on
 end
 local tally = counts(C)
 local now = tonumber(redis.call('TIME')[1])
+-- keys.record: the record of version `num` (0: not indexed) with its head and body as
+-- the caller packed them, and the versions it keeps
+local function record(num, head, kept, body)
+  local parts = {'\1', struct.pack('<I4', num), head, struct.pack('<I2', #kept)}
+  for _, k in ipairs(kept) do
+    parts[#parts + 1] = struct.pack('<I4I4B', k.n, k.r, #k.s) .. k.s .. k.dh .. k.fp
+  end
+  parts[#parts + 1] = body
+  return table.concat(parts)
+end
 local function set(key, value, ttl)
   if ttl > 0 then redis.call('SET', key, value, 'EX', ttl) else redis.call('SET', key, value) end
 end
@@ -109,8 +118,7 @@ for i = 1, n do
     if o == 'revise' then  -- the version it replaces leaves the lookups, or stays
       local old = header(v)
       kept = old.k
-      if type(kept) ~= 'table' or #kept == 0 then kept = {} end
-      if old.n and old.n > 0 then
+      if old.n > 0 then
         if keep_old then
           kept[#kept + 1] = {n = old.n, r = old.r, s = old.s, dh = old.dh, fp = old.fp}
         else
@@ -127,14 +135,7 @@ for i = 1, n do
       tally.map(seq, name)
       out[i] = 'n' .. seq
     end
-    local value
-    if kept and #kept > 0 then
-      local h = cjson.decode('{"n":0,' .. head)
-      h.n, h.k = num, kept
-      value = '#' .. cjson.encode(h) .. '\n' .. body
-    else
-      value = '#{"n":' .. num .. ',' .. head .. '\n' .. body
-    end
+    local value = record(num, head, kept or {}, body)
     if kind == 'e' then set(C .. 'dec:' .. id, value, keep) else
       set(C .. 'dec:' .. id, value, decision_ttl) end
   end

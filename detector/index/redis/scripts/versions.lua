@@ -1,15 +1,32 @@
 -- VERSIONS: what COMMIT, DELETE and SWEEP_IDS share about an id's versions and the
 -- counts, put before each of them (lua.py).
 
--- A decision key's header: '#' JSON, or, from before re-fetches, "N SPACE DH" (indexed,
--- no digest) or none at all (a bare decision JSON).
+-- A decision record's header (keys.py RECORD): n, r, fp, dg, s and dh (indexed), k (the
+-- kept versions: n, r, s, dh, fp each); dh and fp as the record keeps them (16 and 8
+-- bytes, fp little endian), dg as keys.pack_digest.
+-- (Every decision of an index of layout 4 is a record: `index migrate` rewrote the rest.)
 local function header(v)
-  if string.sub(v, 1, 1) == '#' then
-    return cjson.decode(string.sub(v, 2, string.find(v, '\n', 1, true) - 1))
+  local n, flags, r, fp, at = struct.unpack('<I4BI4c8', v, 2)
+  local h = {n = n, r = r, fp = fp, k = {}}
+  local len = string.byte(v, at)
+  if len > 0 then h.dg = string.sub(v, at + 1, at + len) end
+  at = at + 1 + len
+  if flags % 2 == 1 then
+    len = string.byte(v, at)
+    h.s, h.dh = string.sub(v, at + 1, at + len), string.sub(v, at + len + 1, at + len + 16)
+    at = at + len + 17
   end
-  local num, space, dh = string.match(v, '^(%d+) (%S+) (%x+)\n')
-  if num then return {n = tonumber(num), s = space, dh = dh, r = 0} end
-  return {n = 0, r = 0}
+  local count
+  count, at = struct.unpack('<I2', v, at)
+  for i = 1, count do
+    local kn, kr
+    kn, kr, len, at = struct.unpack('<I4I4B', v, at)
+    h.k[i] = {n = kn, r = kr, s = string.sub(v, at, at + len - 1),
+              dh = string.sub(v, at + len, at + len + 15),
+              fp = string.sub(v, at + len + 16, at + len + 23)}
+    at = at + len + 24
+  end
+  return h
 end
 local function name_of(id, r)
   if not r or r == 0 then return id end
