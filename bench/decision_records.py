@@ -12,28 +12,21 @@ import argparse
 import gzip
 import json
 import statistics
-from typing import Any
+import sys
+from pathlib import Path
 
-import redis
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
-from detector.index.redis import RedisIndex
-from detector.index.redis.keys import Stored, parse_decision
-from detector.records import Document
-from detector.settings import EngineSettings
+import redis  # noqa: E402
+
+from detector.index.redis import RedisIndex  # noqa: E402
+from detector.index.redis.keys import parse_decision  # noqa: E402
+from detector.records import Document  # noqa: E402
+from detector.settings import EngineSettings  # noqa: E402
+from tests.helpers import layout3_value  # noqa: E402
 
 NAME = "measure-dec"
-
-
-def layout3(s: Stored) -> bytes:
-    """What layout 3's COMMIT wrote for `s` (no kept versions here)."""
-    d = s.decision
-    h: dict[str, Any] = {"n": s.current.num if s.current else 0, "r": d.revision}
-    if d.digest:
-        h["dg"] = d.digest
-    if s.current:
-        c = s.current
-        h.update(s=c.space, dh=c.digest_hash.hex(), fp=f"{d.fingerprint:016x}")
-    return b"#" + json.dumps(h, separators=(",", ":")).encode() + b"\n" + d.to_json().encode()
 
 
 def drop(client: redis.Redis) -> None:
@@ -60,7 +53,7 @@ def main() -> None:
     new_bytes, old_bytes, new_len, old_len = [], [], [], []
     for key in keys:
         value: bytes = client.get(key)  # type: ignore[assignment]
-        old = layout3(parse_decision(value, index.layout.decision_id(key)))
+        old = layout3_value(parse_decision(value, index.layout.decision_id(key)))
         client.set(b"tmp:" + key, old)
         new_bytes.append(int(client.memory_usage(key) or 0))
         old_bytes.append(int(client.memory_usage(b"tmp:" + key) or 0))

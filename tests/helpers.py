@@ -21,8 +21,9 @@ from typing import Any
 
 from detector.blocks import NAMED, BlockScheme
 from detector.decide import Detector
-from detector.index import Index
+from detector.index import Index, record_of
 from detector.index.memory import MemoryIndex
+from detector.index.redis.keys import Stored
 from detector.pipeline import Limits, prepare
 from detector.records import Decision, Document
 from detector.settings import DEFAULT_SCHEME, EngineSettings
@@ -279,3 +280,28 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+# ----------------------------------------------------------------------------- old layouts
+
+
+def layout3_value(s: Stored) -> bytes:
+    """The decision key's value layout 3's COMMIT wrote for `s`: '#', a JSON header, the
+    decision's JSON (tests/index/test_decision_records.py, bench/decision_records.py)."""
+    d = s.decision
+    h: dict[str, object] = {"n": s.current.num if s.current else 0, "r": d.revision}
+    if d.digest:
+        h["dg"] = d.digest
+    if s.current:
+        c = s.current
+        h.update(s=c.space, dh=c.digest_hash.hex(), fp=f"{c.fingerprint:016x}")
+    if d.version is not None:
+        h["v"] = d.version
+    if s.kept:
+        h["k"] = [
+            {"n": v.num, "r": record_of(v.name)[1], "s": v.space}
+            | {"dh": v.digest_hash.hex(), "fp": f"{v.fingerprint:016x}"}
+            for v in s.kept
+        ]
+    header = json.dumps(h, separators=(",", ":")).encode()
+    return b"#" + header + b"\n" + d.to_json().encode()

@@ -4,8 +4,6 @@ and a record is a fraction of the JSON form it replaces."""
 
 from __future__ import annotations
 
-import json
-
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -20,6 +18,8 @@ from detector.index.redis.keys import (
     unpack_digest,
 )
 from detector.records import Decision
+
+from ..helpers import layout3_value
 
 ids = st.text(st.characters(blacklist_characters="\x00", codec="utf-8"), min_size=1, max_size=30)
 u64 = st.integers(0, 2**64 - 1)
@@ -85,29 +85,9 @@ def test_a_packed_digest_unpacks_to_itself(digest: str) -> None:
         assert len(pack_digest(digest)) == 1 + len(digest) // 2
 
 
-def layout3(s: Stored) -> bytes:
-    """The value layout 3 wrote for `s`: '#', a JSON header, the decision's JSON."""
-    d = s.decision
-    h: dict[str, object] = {"n": s.current.num if s.current else 0, "r": d.revision}
-    if d.digest:
-        h["dg"] = d.digest
-    if s.current:
-        c = s.current
-        h.update(s=c.space, dh=c.digest_hash.hex(), fp=f"{c.fingerprint:016x}")
-    if d.version is not None:
-        h["v"] = d.version
-    if s.kept:
-        h["k"] = [
-            {"n": v.num, "r": int(v.name.partition("\x00")[2] or 0), "s": v.space}
-            | {"dh": v.digest_hash.hex(), "fp": f"{v.fingerprint:016x}"}
-            for v in s.kept
-        ]
-    return b"#" + json.dumps(h).encode() + b"\n" + d.to_json().encode()
-
-
 @given(stored())
 def test_layout_3s_form_reads_as_the_record_does(s: Stored) -> None:
-    old = layout3(s)
+    old = layout3_value(s)
     assert parse_decision(old, s.decision.id) == parse_decision(record(s), s.decision.id)
 
 
@@ -123,4 +103,4 @@ def test_a_record_is_much_smaller_than_the_json_form() -> None:
         digest="00112233445566778899aabbccddeeff",
     )
     s = Stored(d, Version(d.id, 123_456, "t", bytes(range(16)), d.fingerprint))
-    assert len(record(s)) <= 0.6 * len(layout3(s))
+    assert len(record(s)) <= 0.6 * len(layout3_value(s))

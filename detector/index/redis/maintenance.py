@@ -143,11 +143,8 @@ def documents(index: RedisIndex) -> Iterator[dict[str, Any]]:
 def _unindexed(index: RedisIndex, keys: list[bytes]) -> Iterator[dict[str, Any]]:
     if not keys:
         return
-    skip = len(index.layout.decision(""))
     for key, value in zip(keys, index.store.call(index.client.mget, keys), strict=True):
-        stored = (
-            parse_decision(value, key.decode("utf-8", "surrogatepass")[skip:]) if value else None
-        )
+        stored = parse_decision(value, index.layout.decision_id(key)) if value else None
         if stored is not None and stored.current is None:
             yield {"decision": stored.decision.to_dict(), "digest": stored.decision.digest}
 
