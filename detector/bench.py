@@ -243,7 +243,7 @@ def _spread(ms: Any) -> dict[str, float]:
 
 def key_families(index: RedisIndex) -> dict[str, int]:
     """Bytes of every key of an index (on every node of a cluster), by the family after
-    the hash tag: b, dg, tx (shards); id, dec, log, ... (coordinator)."""
+    the hash tag: bh, dg, tx, id, dc, ... (shards); log, rd, rw, ... (coordinator)."""
     return {f: round(size) for f, size in maintenance.memory(index, exact=True).bytes.items()}
 
 

@@ -2,7 +2,7 @@
 """Writes tests/data/layoutL-index.jsonl.gz, an index of key layout L that
 tests/integration/test_migrate.py migrates: run it with the code of that layout, against a
 Redis of your own. Layout 2's is commit c7141af (the last before layout 3), layout 3's
-3b821d2 (the last before layout 4):
+3b821d2 (the last before layout 4), layout 4's c5588c3 (the last before layout 5):
 
     git archive c7141af | tar -x -C /tmp/layout2 && cp detector/_native*.so /tmp/layout2/detector/
     PYTHONPATH=/tmp/layout2 python tests/data/make_old_index.py --redis-url redis://...
@@ -42,7 +42,7 @@ def main() -> None:
     parser.add_argument("--redis-url", required=True)
     parser.add_argument("--out", default=str(HERE / f"layout{LAYOUT}-index.jsonl.gz"))
     args = parser.parse_args()
-    assert LAYOUT in ("2", "3"), "run with the code of key layout 2 or 3"
+    assert LAYOUT in ("2", "3", "4"), "run with the code of key layout 2, 3 or 4"
     client = redis.Redis.from_url(args.redis_url)
     for pattern in (f"nd:{{{NAME}}}:*", f"nd:{{{NAME}/*"):
         for key in client.scan_iter(match=pattern):

@@ -34,9 +34,7 @@ def header_argv(script: str) -> int:
 # Scripts of a fixed number of arguments: a sample call of each builder.
 FIXED = {
     "snapshot": lua.snapshot_args(LAYOUT, 60),
-    "applied": lua.applied_args(LAYOUT, "1:2:3", 100),
-    "sweep_ids": lua.sweep_ids_args(LAYOUT, 10, 1024),
-    "count_ids": lua.count_ids_args(LAYOUT, 4096),
+    "applied": lua.applied_args(LAYOUT, "1:2:3", 100, 50, 10),
     "filter_bucket": lua.filter_bucket_args("b", 5, 7, 10),
     "sweep_buckets": lua.sweep_buckets_args(["b1", "b2"], 10, 10),
     "forget_digest": lua.forget_digest_args("dg", b"f", 7),
@@ -52,20 +50,28 @@ def test_a_builder_gives_the_arguments_its_header_names(name: str) -> None:
 
 
 def test_the_coordinators_scripts_are_routed_by_seq_and_told_the_prefix() -> None:
-    for args in (FIXED[n] for n in ("snapshot", "applied", "sweep_ids", "count_ids")):
+    coordinators = (
+        FIXED["snapshot"],
+        FIXED["applied"],
+        lua.recent_args(LAYOUT, ["a"]),
+        lua.names_args(LAYOUT, [3, 4]),
+        lua.delete_args(LAYOUT, 7, ["a", "b"], [b"", b"r"]),
+    )
+    for args in coordinators:
         assert args.keys == (LAYOUT.seq,) and args.key == LAYOUT.seq
         assert args.argv[0] == LAYOUT.prefix
-    assert lua.delete_args(LAYOUT, ["a", "b"]).argv == (LAYOUT.prefix, "a", "b")
+    assert coordinators[4].argv == (LAYOUT.prefix, 7, "a", b"", "b", b"r")
+    assert coordinators[3].argv == (LAYOUT.prefix, 3, 4)
 
 
 def entry(doc_id: str = "d1", space: str = "t") -> Entry:
     return Entry(doc_id, space, 0x0123456789ABCDEF, "dig", "some text")
 
 
-def test_a_commit_item_is_its_eight_arguments() -> None:
+def test_a_commit_item_is_its_nine_arguments() -> None:
     d = Decision("d1", None, 0x0123456789ABCDEF, digest="dig")
     dh = digest_hash("dig")
-    indexed = lua.CommitItem.of(Commit(d, entry()), entry(), dh)
+    indexed = lua.CommitItem.of(Commit(d, entry()), entry(), dh, b"")
     assert (indexed.id, indexed.name, indexed.kind) == ("d1", "d1", "e")
     assert indexed.mine == pack_digest("dig") == b"\x02dig"
     log = np.frombuffer(indexed.entry, LOG)  # the 32-byte LOG record the script appends
@@ -73,21 +79,21 @@ def test_a_commit_item_is_its_eight_arguments() -> None:
     assert bytes(log["dh"][0]) == dh and log["space"][0] == b"t"
     assert indexed.body == record_body(d) and b'"id"' not in indexed.body
     assert indexed.head == record_head(d, "t", dh) and indexed.head.endswith(b"\x01t" + dh)
-    assert lua.CommitItem.of(Commit(d, None), None, b"").kind == "x"
-    replay = lua.CommitItem.of(Commit(d, None, replay=True), None, b"")
+    assert lua.CommitItem.of(Commit(d, None), None, b"", b"").kind == "x"
+    replay = lua.CommitItem.of(Commit(d, None, replay=True), None, b"", b"")
     assert (replay.kind, replay.entry) == ("r", b"")
     revised = lua.CommitItem.of(
-        Commit(d, None, previous=Decision("d1", None, 1, digest="0a1b")), None, b""
+        Commit(d, None, previous=Decision("d1", None, 1, digest="0a1b")), None, b"", b"old"
     )
-    assert revised.prev == b"\x01\x0a\x1b"
+    assert (revised.prev, revised.old) == (b"\x01\x0a\x1b", b"old")
 
-    args = lua.commit_args(LAYOUT, 5, [indexed, replay], 0, 90, 1, keep_old=True)
-    assert args.argv[:7] == (LAYOUT.prefix, 5, 2, 0, 90, 1, "1")
-    assert args.argv[7:15] == (
-        *("d1", "d1", "e", indexed.head, indexed.body, indexed.entry, b"", b"\x02dig"),
+    args = lua.commit_args(LAYOUT, 5, 4, [indexed, replay], 90, 1, keep_old=True)
+    assert args.argv[:7] == (LAYOUT.prefix, 5, 4, 2, 90, 1, "1")
+    assert args.argv[7:16] == (
+        *("d1", "d1", "e", indexed.head, indexed.body, indexed.entry, b"", b"\x02dig", b""),
     )
-    assert len(args.argv) == 7 + 8 * 2
-    assert lua.commit_args(LAYOUT, 5, [], 0, 0, 1, keep_old=False).argv[6] == "0"
+    assert len(args.argv) == 7 + 9 * 2
+    assert lua.commit_args(LAYOUT, 5, 5, [], 0, 1, keep_old=False).argv[6] == "0"
 
 
 def test_every_form_of_the_commit_reply_is_read() -> None:
@@ -98,13 +104,20 @@ def test_every_form_of_the_commit_reply_is_read() -> None:
     assert lua.CommitReply.parse([b"relookup"], ["a"]).status == "relookup"
     stored = record(Stored(Decision("a", None, 1, digest="x"), None))
     ok = lua.CommitReply.parse(
-        [b"ok", [b"n12", b"s" + stored, b""], b"12:12:1700", [b"", b"", b""]], ["z", "a", "b"]
+        [
+            b"ok",
+            [[b"n", 12, b"\0\0"], [b"s", stored], [b""], [b"x", 13, b"\0\0"]],
+            b"12:13:1700",
+            [b"", b"", b"", b""],
+        ],
+        ["z", "a", "b", "c"],
     )
-    assert ok.status == "ok" and ok.member == "12:12:1700"
-    assert ok.outcomes[0] == lua.Outcome(number=12)
+    assert ok.status == "ok" and ok.member == "12:13:1700"
+    assert ok.outcomes[0] == lua.Outcome(write=12, indexed=True, kept=b"\0\0")
+    assert ok.outcomes[0].number == 12 and ok.outcomes[3].number == 0
     assert ok.outcomes[1].stored is not None and ok.outcomes[1].stored.decision.id == "a"
     assert ok.outcomes[2] == lua.Outcome()
-    assert ok.replaced == (None, None, None)
+    assert ok.replaced == (None, None, None, None)
 
 
 def test_the_snapshot_and_a_shards_apply_are_read() -> None:
@@ -117,26 +130,33 @@ def test_the_snapshot_and_a_shards_apply_are_read() -> None:
     assert lua.ApplyShardReply.parse([3, 1, 4]) == lua.ApplyShardReply(3, (0, 3))
 
 
-def test_a_shards_apply_puts_buckets_then_digests_then_its_counter() -> None:
-    args = lua.apply_shard_args(
+def test_a_shards_apply_puts_buckets_digests_ids_decisions_then_its_counters() -> None:
+    part = lua.ShardPart(
+        [0, 1],
         ["b1", "b2"],
         [3, 4],
         [b"e1", b"e2"],
+        {"t"},
         ["dg"],
         [(b"f", 9)],
-        "evicted",
-        "sp",
-        10,
-        300,
-        200,
-        60,
-        5,
-        ["t"],
+        ["id1"],
+        [(9, "d9", "m")],
+        [("dc", "dk")],
+        [(b"d9", b"rec", 0)],
     )
-    assert args.keys == ("b1", "b2", "dg", "evicted", "sp") and args.key == "b1"
-    assert args.argv == (2, 10, 300, 200, 60, 5, 1, 3, b"e1", 4, b"e2", "t", b"f", 9)
-    digests_only = lua.apply_shard_args([], [], [], ["dg"], [(b"f", 9)], "ev", "sp", 10, 3, 2, 0)
-    assert digests_only.key == "dg" and digests_only.argv[0] == 0
+    args = lua.apply_shard_args(part, "evicted", "sp", "ct", 10, 300, 200, 60, 5)
+    assert args.keys == ("b1", "b2", "dg", "id1", "dc", "dk", "evicted", "sp", "ct")
+    assert args.key == "b1"
+    assert args.argv == (
+        *(2, 1, 1, 1, 10, 300, 200, 60, 5, 1),
+        *(3, b"e1", 4, b"e2", "t", b"f", 9, 9, "d9", "m", b"d9", b"rec", 0),
+    )
+    assert header_argv(lua.APPLY_SHARD) == 10
+    ids_only = lua.ShardPart(id_hashes=["id1"], id_changes=[(1, "x", "d")])
+    args = lua.apply_shard_args(ids_only, "ev", "sp", "ct", 10, 3, 2, 0)
+    assert args.key == "id1" and args.argv[:4] == (0, 0, 1, 0)
+    sweep = lua.sweep_ids_args(["id1", "id2"], [128, 256], "ct", 300)
+    assert sweep.keys == ("id1", "id2", "ct") and sweep.argv == (300, 128, 256)
 
 
 def test_the_pairs_of_the_variadic_scripts() -> None:
@@ -144,6 +164,12 @@ def test_the_pairs_of_the_variadic_scripts() -> None:
     assert repack.keys == ("t1", "t2") and repack.argv == (b"a", b"A", b"b", b"B")
     learn = lua.learn_template_args("tp", "tc", 500, 3, 0, [(5, b"k5"), (6, b"k6")])
     assert learn.keys == ("tp", "tc") and learn.argv == (500, 3, 0, 5, b"k5", 6, b"k6")
-    value = b'#{"n":0,"r":0}\n' + Decision("x", None, 1).to_json().encode()
-    gone = lua.delete_reply([b"", value], ["w", "x"])
-    assert gone[0] is None and gone[1] is not None and gone[1].decision.id == "x"
+    value = record(Stored(Decision("x", None, 1), None, write=4))
+    gone = lua.DeleteReply.parse([b"ok", b"5:5:1700", [b"", value]], ["w", "x"])
+    assert gone.status == "ok" and gone.member == "5:5:1700" and gone.values == (b"", value)
+    assert gone.deleted[0] is None and gone.deleted[1] is not None
+    assert gone.deleted[1].decision.id == "x" and gone.deleted[1].write == 4
+    assert lua.DeleteReply.parse([b"relookup"], ["w"]).status == "relookup"
+    recent = lua.Recent.parse([7, [None, value]])
+    assert recent == lua.Recent(7, (None, value))
+    assert lua.names_reply([b"", b"a\x001"], [3, 4]) == {4: "a\x001"}

@@ -5,7 +5,7 @@ stats counts, export lists, a commit numbers on, a delete forgets."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from functools import cache
 from typing import Any
@@ -20,6 +20,7 @@ from detector.errors import ConfigError
 from detector.index import Commit, Entry, Query
 from detector.index.redis import RedisIndex, maintenance
 from detector.index.redis.bulk import load
+from detector.index.redis.keys import parse_decision, record_body
 from detector.index.texts import SAMPLE_TEXTS
 from detector.pipeline import Limits, prepare
 from detector.records import Decision
@@ -93,19 +94,32 @@ def committed(index: RedisIndex, docs: Docs, size: int = 64) -> None:
         assert index.commit(part).done == len(part)
 
 
+def _unnamed(value: bytes, doc_id: str) -> Any:
+    """A decision record with its index's name taken out: its head as stored, its body
+    parsed (the body is deflated, so the name is not there to cut out)."""
+    stored = parse_decision(value, doc_id)
+    return value[: len(value) - len(record_body(stored.decision))], replace(
+        stored, decision=replace(stored.decision, namespace="")
+    )
+
+
 def state(client: Any, name: str) -> dict[bytes, Any]:
     """Every key of an index by its name with the index's name taken out, with its value;
-    the texts unpacked (what a reader gets), the log and its base left out."""
+    the texts unpacked (what a reader gets), the log and its base and the recent writes
+    (rd, rw, rtrim: the commits' bridge to the shards, which a bulk load leaves empty)
+    left out."""
     index = RedisIndex.open(client, name)
     out: dict[bytes, Any] = {}
     for key in index_keys(client, name):
         family = index.layout.family(key)
-        if family in ("log", "logbase"):
+        if family in ("log", "logbase", "rd", "rw", "rtrim"):
             continue
         kind = client.type(key)
         value: Any
         if kind == b"hash":
             value = client.hgetall(key)
+            if family == "dc":  # decision records name their index, in a deflated body
+                value = {f: _unnamed(v, f.decode()) for f, v in value.items()}
         elif kind == b"set":
             value = client.smembers(key)
         elif family == "tx":

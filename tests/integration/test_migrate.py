@@ -1,9 +1,9 @@
-"""`neardup index migrate` on indexes that the code of key layouts 2 and 3 wrote
-(tests/data/layout{2,3}-index.jsonl.gz, made by tests/data/make_old_index.py), on the
+"""`neardup index migrate` on indexes that the code of key layouts 2, 3 and 4 wrote
+(tests/data/layout{2,3,4}-index.jsonl.gz, made by tests/data/make_old_index.py), on the
 server and the cluster: refused until migrated, with a message that names the command;
-then lookups, stats and export give what they gave before, every decision is a record, the
-old bucket strings are gone, a second run and a run cut short are harmless, and new
-commits work."""
+then lookups, stats and export give what they gave before, every decision is a record in
+its shard's decision hashes, the coordinator keeps no decision or id hash, the old bucket
+strings are gone, a second run and a run cut short are harmless, and new commits work."""
 
 from __future__ import annotations
 
@@ -66,15 +66,20 @@ def restored(backend: Any) -> Iterator[Restored]:
             drop_index(backend, name)
 
 
-@pytest.fixture(params=["2", "3"])
+@pytest.fixture(params=["2", "3", "4"])
 def old(restored: Restored, request: Any) -> tuple[str, dict[str, Any]]:
     return restored(request.param)
 
 
 def records_only(client: Any, name: str) -> bool:
-    """Every decision of the index is a record (keys.RECORD)."""
-    decisions = [k for k in index_keys(client, name) if b"}:dec:" in k]
-    return bool(decisions) and all(client.get(k)[:1] == RECORD for k in decisions)
+    """Every decision of the index is a record (keys.RECORD) in a shard's decision hash,
+    and the coordinator keeps no decision key or id hash of an old layout."""
+    keys = index_keys(client, name)
+    hashes = [k for k in keys if b"}:dc:" in k]
+    values = [v for k in hashes for v in client.hvals(k)]
+    old = [k for k in keys if k.startswith(f"nd:{{{name}}}:".encode()) and b":dec:" in k]
+    old += [k for k in keys if k.startswith(f"nd:{{{name}}}:id:".encode())]
+    return bool(values) and all(v[:1] == RECORD for v in values) and not old
 
 
 def answers(index: RedisIndex, expect: dict[str, Any]) -> dict[str, Any]:
@@ -107,7 +112,7 @@ def test_an_old_index_is_refused_until_migrated_then_answers_as_before(
     assert (families(backend, name).get("b", 0) > 1000) == (layout == "2")  # bucket strings
     with pytest.raises(ConfigError, match=f"neardup index migrate --index {name}"):
         RedisIndex.open(backend, name)
-    with pytest.raises(ConfigError, match=f"key layout {layout}, not 4: stop its consumers"):
+    with pytest.raises(ConfigError, match=f"key layout {layout}, not 5: stop its consumers"):
         RedisIndex(backend, EngineSettings().block_scheme(), name).bind(expect["meta"]["version"])
     at = ["--redis-url", REDIS_CLUSTER_URL, "--redis-cluster"]
     refused = neardup(
@@ -117,20 +122,20 @@ def test_an_old_index_is_refused_until_migrated_then_answers_as_before(
 
     ran = cli(backend, "index", "migrate", "--index", name)
     assert ran.returncode == 0, ran.stderr
-    assert "meta: layout 4" in ran.stderr and "old bucket strings deleted" in ran.stderr
-    assert "decisions written as records" in ran.stderr
+    assert "meta: layout 5" in ran.stderr and "old bucket strings deleted" in ran.stderr
+    assert "decisions moved into the shards" in ran.stderr
 
     have = families(backend, name)
-    assert "b" not in have and have["bh"] > 0 and have["sp"] > 0
+    assert "b" not in have and "dec" not in have and have["bh"] > 0 and have["sp"] > 0
     assert records_only(backend, name)
     index = RedisIndex.open(backend, name)
-    assert index.meta()["layout"] == "4"
+    assert index.meta()["layout"] == "5"
     assert answers(index, expect) == expect
     # the candidates are there to be found: the lookups found some
     assert sum(len(f[1]) for f in expect["found"]) > len(expect["found"])
 
     again = migrate(backend, name, progress=lambda _: None)  # a second run: nothing to do
-    assert again.already and again.deleted == 0 and again.rewritten == 0
+    assert again.already and again.deleted == 0 and again.moved == 0
     assert answers(RedisIndex.open(backend, name), expect) == expect
 
     # new commits: a copy of an indexed record is found, a new record is unique
@@ -145,19 +150,20 @@ def test_an_old_index_is_refused_until_migrated_then_answers_as_before(
     assert index.stats()["committed"] == expect["stats"]["committed"] + 1
 
 
-CUTS = ["versions to enter", "space t:", "decisions written as records", "meta: layout 4"]
+CUTS = ["versions to enter", "space t:", "decisions moved into the shards", "meta: layout 5"]
 
 
 @pytest.mark.parametrize(
-    ("layout", "cut_at"), [*(("2", c) for c in CUTS), *(("3", c) for c in CUTS[2:])]
+    ("layout", "cut_at"),
+    [*(("2", c) for c in CUTS), *((old, c) for old in ("3", "4") for c in CUTS[2:])],
 )
 def test_a_migration_cut_short_is_completed_by_running_it_again(
     backend: Any, restored: Restored, layout: str, cut_at: str
 ) -> None:
     """Cut after reading the versions (before any hash is written), after writing the
-    hashes, after writing the records (before the meta flip), or after the flip (before
-    the old strings are deleted): a second run leaves what one run does. (Layout 3 has
-    no tables to rebuild: only the last two cuts.)"""
+    hashes, after moving the decisions (before the meta flip), or after the flip (before
+    the old strings are deleted): a second run leaves what one run does. (Layouts 3 and
+    4 have no tables to rebuild: only the last two cuts.)"""
     name, expect = restored(layout)
 
     class Cut(Exception):
@@ -170,7 +176,7 @@ def test_a_migration_cut_short_is_completed_by_running_it_again(
     with pytest.raises(Cut):
         migrate(backend, name, progress=progress)
     done = migrate(backend, name, progress=lambda _: None)
-    assert done.already == (cut_at == "meta: layout 4")
+    assert done.already == (cut_at == "meta: layout 5")
     assert (done.deleted > 1000) == (layout == "2")
     assert "b" not in families(backend, name) and records_only(backend, name)
     assert answers(RedisIndex.open(backend, name), expect) == expect
@@ -212,15 +218,15 @@ def test_a_range_left_pending_is_applied_by_the_migration(backend: Any, restored
     assert answers(RedisIndex.open(backend, name), expect) == expect
 
 
-def test_an_export_of_an_old_layout_imports_into_layout_4(
+def test_an_export_of_an_old_layout_imports_into_layout_5(
     backend: Any, old: tuple[str, dict[str, Any]], tmp_path: Path
 ) -> None:
     """The other way across: what an old layout's `index export` wrote (the fixture's
-    export, under its header) imports into a new index of layout 4."""
+    export, under its header) imports into a new index of layout 5."""
     _, expect = old
     path = tmp_path / "export.jsonl"
     header = {"neardup_index_export": 1, "name": "old", **expect["meta"]}
-    assert header["layout"] in ("2", "3")
+    assert header["layout"] in ("2", "3", "4")
     with path.open("w") as f:
         for line in (header, *expect["export"]):
             f.write(json.dumps(line) + "\n")
@@ -230,7 +236,7 @@ def test_an_export_of_an_old_layout_imports_into_layout_4(
         assert f"imported {len(expect['export'])} records" in done.stderr
         index = RedisIndex.open(backend, name)
         indexed = [r for r in expect["export"] if "text" in r or "vector" in r]
-        assert index.meta()["layout"] == "4"
+        assert index.meta()["layout"] == "5"
         assert index.stats()["documents"] == len(indexed)
         prints = [int(r["decision"]["fingerprint"], 16) for r in indexed]
         found = index.lookup([Query("t", fp, "") for fp in prints])

@@ -208,7 +208,8 @@ def test_far_documents_of_another_writer_do_not_conflict(backend: Any) -> None:
 def test_the_commit_writes_the_record_keys_record_packs(backend: Any) -> None:
     """COMMIT composes a decision record in Lua (commit.lua) from the head and body the
     caller packs and the versions it carries over: byte for byte keys.record's, through a
-    revision that keeps the version it replaces and one that keeps both."""
+    revision that keeps the version it replaces and one that keeps both; the caller's
+    apply writes the same bytes into the shard's decision hash."""
     index = RedisIndex(backend, DEFAULT, unique("index"))
     try:
         fps = [0x0123456789ABCDEF, 0x0F0F0F0F0F0F0F0F, 0x7777777700000000]
@@ -222,9 +223,12 @@ def test_the_commit_writes_the_record_keys_record_packs(backend: Any) -> None:
             done = index.commit([Commit(d, e, previous=before, keep_previous=True)])
             assert done.done == 1
             before = d
-            value = backend.get(index.layout.decision("Ü/1"))
+            _, hashed, _, field = index.layout.decisions("Ü/1")
+            value = backend.hget(hashed, field)
             stored = parse_decision(value, "Ü/1")
             assert value == record(stored)
+            assert backend.hget(index.layout.recent, "Ü/1") == value
+            assert stored.write == r + 1
             assert stored.decision.to_json() == d.to_json()
             assert [v.fingerprint for v in stored.versions] == fps[: r + 1]
             assert [v.name for v in stored.versions] == [version_id("Ü/1", i) for i in range(r + 1)]

@@ -15,7 +15,7 @@ from detector.index.redis import RedisIndex, maintenance
 from detector.records import Document
 from detector.settings import EngineSettings
 
-from ..helpers import words_text
+from ..helpers import edit_words, words_text
 from ..refetch_model import machine
 from .admin import unique
 from .endpoints import cluster_client, redis_client
@@ -79,6 +79,25 @@ def test_a_revision_and_a_copy_of_its_new_content_at_once_are_never_both_unique(
                     assert page.duplicate_of == "copy"
             finally:
                 maintenance.drop(first)
+
+
+def test_a_record_and_its_revision_in_one_batch_are_counted_as_indexed() -> None:
+    """The first version, numbered and replaced within one commit, never enters the
+    lookups; the id map still takes it in and out, so `documents` counts the one live
+    version (both when old versions are kept)."""
+    for client in (redis_client, cluster_client):
+        for keep, live in ((False, 1), (True, 2)):
+            s = EngineSettings(keep_old_versions=keep)
+            index = RedisIndex(client(), s.block_scheme(), unique("batch"))
+            try:
+                text = words_text(7, 120)
+                docs = [Document("a", text), Document("a", edit_words(text, 2, 1))]
+                got = s.detector(index).process(docs)
+                assert [(d.revision, d.duplicate_of) for d in got] == [(0, None), (1, None)]
+                stats = index.stats()
+                assert (stats["documents"], stats["replaced"]) == (live, int(not keep))
+            finally:
+                maintenance.drop(index)
 
 
 def _race(go: threading.Barrier, out: dict[str, Any], d: Detector, doc: Document) -> None:

@@ -1,21 +1,24 @@
-"""Bulk load: many documents into an empty Redis index of key layout 4 (keys.py), decided
+"""Bulk load: many documents into an empty Redis index of key layout 5 (keys.py), decided
 "unique", without the COMMIT and APPLY scripts, into the state that committing them one
 batch at a time would have left, but for the log: the commits would keep up to 2 x 65,536
-recent entries in it (APPLIED trims it only now and then), the load leaves it empty with
-logbase = seq, which lookups and commits read as "nothing recent" (SNAPSHOT, COMMIT):
+recent entries in it (APPLIED trims it only now and then) and the newest writes' records
+and notes, the load leaves them empty with logbase = rtrim = seq, which lookups and
+commits read as "nothing recent" (SNAPSHOT, COMMIT):
 
-  coordinator  meta (bound through RedisIndex.bind), seq = logbase = N, no log or pending,
-               counts {counted: all, documents: N}, the id map, a decision key per
-               document with the record COMMIT writes, and the text dictionary when the
-               texts fill a sample (texts.Sample: the first ones are packed without it,
-               then again with it where that is smaller, as a consumer does)
+  coordinator  meta (bound through RedisIndex.bind), seq = logbase = rtrim = N, no log,
+               pending or recent writes, counts {numbered: N}, and the text dictionary
+               when the texts fill a sample (texts.Sample: the first ones are packed
+               without it, then again with it where that is smaller, as a consumer does)
   shards       bucket entries in number order (cut back and counted in `evicted` exactly
                as APPLY_SHARD does at --max-bucket), the digest fields (the first copy
-               of a digest is the one named) and the texts of the documents that have one
+               of a digest is the one named), the id map and its counts, each
+               document's decision record (written by write number = its number) in its
+               decision hash, and the texts of the documents that have one
 
 Fast: a chunk of documents at a time, each block table's entries grouped by bucket with
 one numpy sort, and one HSET per bucket hash per chunk (after an HMGET of what the
-hash's buckets held, past the first chunk); the decisions are written by MSET.
+hash's buckets held, past the first chunk); the decisions by one HSET per decision hash
+a step.
 It is for filling an index nobody else writes to (a benchmark, a rebuild): it refuses an
 index that already has documents, and an index with a retention (its decisions, texts and
 buckets would need the commit times it has none of)."""
@@ -54,7 +57,6 @@ from .keys import (
 # on the client.
 CHUNK = 1 << 24
 STEP = 1 << 16  # documents a round trip of decisions, ids and digests (a multiple of 128)
-MSET_PAIRS = 5_000  # decision keys a command
 PIPELINE = 20_000  # commands a round trip
 TEXT_SPACE = "t"  # engine.TEXT_SPACE (not imported: the engine is not the index's business)
 
@@ -95,15 +97,13 @@ def load(
     client = index.client
     layout = index.layout
     seq = int(client.get(layout.seq) or 0)
-    counts: dict[bytes, bytes] = client.hgetall(layout.counts)  # type: ignore[assignment]
-    if seq or int(counts.get(b"documents", 0)):
+    if seq:
         raise ConfigError(
             f"index {index.namespace!r} already has documents: bulk load only into an empty one"
         )
     index.bind(version)
     if not n:
         return Loaded(0, time.perf_counter() - started, 0, 0, 0)
-    client.hsetnx(layout.counts, "counted", "all")
 
     def digest(at: int) -> str:
         return digests[at] if digests is not None else f"bulk:{ids[at]}"
@@ -126,7 +126,8 @@ def load(
             decided_at=when,
             digest=digest(at),
         )
-        return record(Stored(d, Version(ids[at], at + 1, space, dhs[at].tobytes(), fp)))
+        current = Version(ids[at], at + 1, space, dhs[at].tobytes(), fp)
+        return record(Stored(d, current, write=at + 1))
 
     scheme = index.scheme_for(space)
     _write_texts(index, ids, texts or {})
@@ -155,14 +156,13 @@ def load(
         for at in range(first, last, STEP):
             batch = Batch(client)
             upto = min(last, at + STEP)
-            pairs: list[Any] = []
+            hashes: dict[str, list[Any]] = {}
             for i, fp in enumerate(fps[at:upto].tolist(), at):
-                pairs += [layout.decision(ids[i]), decision(i, fp)]
-                if len(pairs) == 2 * MSET_PAIRS:
-                    batch.add(pairs[0], "MSET", *pairs)
-                    pairs = []
-            if pairs:
-                batch.add(pairs[0], "MSET", *pairs)
+                _, hashed, _, field = layout.decisions(ids[i])
+                hashes.setdefault(hashed, []).extend((field, decision(i, fp)))
+            for hashed, pairs in hashes.items():
+                batch.add(hashed, "HSET", hashed, *pairs)
+            mapped: dict[int, int] = {}
             for j in range((at + 1) // IDS_PER_HASH, upto // IDS_PER_HASH + 1):
                 lo, hi = max(at + 1, j * IDS_PER_HASH), min(upto, (j + 1) * IDS_PER_HASH - 1)
                 fields = [
@@ -170,6 +170,10 @@ def load(
                 ]
                 if fields:  # a hash that spans two steps gets an HSET from each
                     batch.add(layout.ids(j), "HSET", layout.ids(j), *fields)
+                    mapped[j % SHARDS] = mapped.get(j % SHARDS, 0) + len(fields) // 2
+            for shard, count in mapped.items():
+                key = layout.shard_counts(shard)
+                batch.add(key, "HINCRBY", key, "documents", count)
             by_key: dict[str, list[Any]] = {}
             for i in range(at, upto):
                 if named[i]:
@@ -179,9 +183,10 @@ def load(
                 batch.add(key, "HSET", key, *fields)
             _run(batch)
         batch = Batch(client)
-        batch.add(layout.counts, "HINCRBY", layout.counts, "documents", last - first)
+        batch.add(layout.counts, "HINCRBY", layout.counts, "numbered", last - first)
         batch.add(layout.seq, "SET", layout.seq, last)
         batch.add(layout.logbase, "SET", layout.logbase, last)
+        batch.add(layout.rtrim, "SET", layout.rtrim, last)
         _run(batch)
         seconds = time.perf_counter() - started
         say(f"bulk load: {last:,} of {n:,} documents, {last / seconds:,.0f} docs/s")

@@ -25,7 +25,19 @@ from .keys import Layout
 DRAWS = 10_000  # keys drawn from each primary: about 1% error on a family of a tenth of them
 WHOLE = 5
 CHUNK = 5_000  # keys weighed a round trip
-SINGLE = ("meta", "seq", "log", "logbase", "pending", "epochs", "counts", "txdict")
+SINGLE = (
+    "meta",
+    "seq",
+    "log",
+    "logbase",
+    "pending",
+    "epochs",
+    "counts",
+    "txdict",
+    "rd",
+    "rw",
+    "rtrim",
+)
 
 
 @dataclass

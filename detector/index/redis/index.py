@@ -10,9 +10,10 @@ a RedisIndex in maintenance.py."""
 from __future__ import annotations
 
 import logging
+import struct
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -24,14 +25,26 @@ from ...errors import BackendUnavailable, ConfigError
 from ...plan import planned_bucket
 from ...records import Decision
 from ...vectors import default_vector_scheme, unpack
-from .. import DEFAULT_MAX_BUCKET, Candidate, Commit, Committed, Entry, Found, Query, scheme_for
+from .. import (
+    DEFAULT_MAX_BUCKET,
+    Candidate,
+    Commit,
+    Committed,
+    Entry,
+    Found,
+    Query,
+    record_of,
+    scheme_for,
+)
 from ..texts import Codec, Sample
 from . import lua
 from .keys import (
     IDS_PER_HASH,
     LAYOUT,
     LOG,
+    RECORD,
     SHARDS,
+    TOMBSTONE,
     Layout,
     Version,
     digest_hash,
@@ -39,8 +52,10 @@ from .keys import (
     fields,
     pack_entries,
     parse_decision,
+    parse_note,
     text_shard,
     unpack_entries,
+    write_of,
 )
 from .lua import Snapshot
 from .store import Store
@@ -52,30 +67,35 @@ __all__ = ["RedisIndex", "Snapshot"]
 # (ops/redis/redis.conf): the entries Redis's default, the value raised from 64 bytes,
 # so that a small index's hashes stay listpacks with buckets of up to 21 entries.
 LISTPACK = {"hash-max-listpack-entries": 512, "hash-max-listpack-value": 256}
-MIGRATES_FROM = ("2", "3")  # layouts `neardup index migrate` takes across
+MIGRATES_FROM = ("2", "3", "4")  # layouts `neardup index migrate` takes across
 LOG_KEEP = 65_536  # log entries kept below the applied mark, for slow consumers' checks
+# Writes whose records and notes stay in the coordinator (rd, rw) below the applied mark:
+# a consumer whose batch takes longer than this many other writes reads again
+RECENT_KEEP = 16_384
+TRIM_CHUNK = 2_048  # recent writes an APPLIED trims at most: about 2 ms of the coordinator
 CUTS_NAMED = 8  # buckets cut back that a log line names; the rest are counted
 REPAIR_AFTER = 30.0  # seconds a committed range may stay unapplied before others apply it
 COMMIT_ROUNDS = 50  # stale answers in a row before the batch is decided afresh
 # What `stats` reports of the counts (keys.py), in this order.
 COUNTS = ("documents", "committed", "replaced", "deleted", "expired")
-COUNT_HASHES = 4096  # id hashes a COUNT_IDS script counts: about 4 ms
 
 log = logging.getLogger("neardup.index")
 
 
-@dataclass
-class _ShardApply:
-    """One shard's part of an apply: its buckets (their positions in the batch's list,
-    names and entries) and its digests (keys, then field and number pairs)."""
+@dataclass(frozen=True)
+class _Write:
+    """A committed write, as the shards get it (_apply): the id's record (or tombstone)
+    and its TTL, the version it indexed (number, fingerprint, space, digest hash), and
+    the other id-map changes: the versions it took out of the lookups (number, name,
+    cause 'r' or 'd'), or the map of its own version when a later write of the same
+    commit took that out ('m')."""
 
-    positions: list[int]
-    names: list[Any]
-    fields: list[int]
-    values: list[bytes]
-    spaces: set[str] = field(default_factory=set)
-    digests: list[str] = field(default_factory=list)
-    digest_fields: list[tuple[bytes, int]] = field(default_factory=list)
+    id: str
+    value: bytes
+    ttl: int
+    indexed: tuple[int, int, str, bytes] | None
+    name: str
+    gone: tuple[tuple[int, str, str], ...] = ()
 
 
 def _by_space(spaces: Sequence[str]) -> dict[str, list[int]]:
@@ -184,6 +204,13 @@ class RedisIndex:
         self.keep = keep  # indexed documents' decisions live as long as their entries
         self.max_bucket = max_bucket
         self.mark = 0  # seq at the last lookup: a commit checks what came after it
+        self.applied = 0  # the applied mark at the last lookup (_ids)
+        # the records the last read of decisions found, and the applied mark it rests on:
+        # what the batch's commit is checked against (COMMIT's old and seen)
+        self._read: dict[str, bytes] = {}
+        self._read_ids: set[str] = set()
+        self.read_mark = 0
+        self.recent_keep = RECENT_KEEP
         self.cutoff = 0  # the retention cutoff at the last lookup (the apply prunes by it)
         self.swept_to = 0  # the next shard whose digests a sweep filters (maintenance)
         # Entries this process pushed out of a bucket's reads, and the buckets it cut back
@@ -357,6 +384,9 @@ class RedisIndex:
     ) -> tuple[list[Any], np.ndarray, list[int], list[str], np.ndarray, np.ndarray]:
         """The buckets committed documents (number, fingerprint, space, digest hash) enter:
         their names and shards, the document of each, and its space, table and key."""
+        if not docs:
+            none = np.zeros(0, np.int64)
+            return [], none, [], [], none, none.astype(np.uint64)
         owners: list[int] = []
         tables: list[np.ndarray] = []
         keys: list[np.ndarray] = []
@@ -378,7 +408,7 @@ class RedisIndex:
         if not queries:
             return []
         snap = self.store.snapshot(self.retention)
-        self.mark, self.cutoff = snap.seq, snap.cutoff
+        self.mark, self.cutoff, self.applied = snap.seq, snap.cutoff, snap.first
         if self.codec.with_dictionary and snap.dictionary != self.codec.dictionary_id:
             self._see_dictionary(snap.dictionary)
         if snap.oldest_pending:
@@ -473,19 +503,32 @@ class RedisIndex:
         return fps, nums, offsets.tolist()
 
     def _ids(self, numbers: Iterable[int]) -> dict[int, str]:
-        """Ids of committed documents; a deleted one's number has none."""
+        """Names of committed versions a lookup may return: from the shards' id map up to
+        the lookup's applied mark, from the coordinator's recent writes above it (NAMES);
+        a number taken out of the lookups (deleted, replaced) has none."""
         groups: dict[int, list[int]] = {}
+        recent = []
         for n in numbers:
-            groups.setdefault(n // IDS_PER_HASH, []).append(n)
-        if not groups:
+            if n > self.applied:
+                recent.append(n)
+            else:
+                groups.setdefault(n // IDS_PER_HASH, []).append(n)
+        if not groups and not recent:
             return {}
         batch = self.store.batch()
         for j, nums in groups.items():
             key = self.layout.ids(j)
             batch.add(key, "HMGET", key, *(n % IDS_PER_HASH for n in nums))
+        if recent:
+            args = lua.names_args(self.layout, recent)
+            batch.add(args.key, *args.command())
+        replies = self.store.call(batch.execute)
         out = {}
-        for nums, got in zip(groups.values(), self.store.call(batch.execute), strict=True):
-            out.update({n: r.decode() for n, r in zip(nums, got, strict=True) if r is not None})
+        for nums, got in zip(groups.values(), replies, strict=False):
+            # '' and NUL: a version taken out (apply_shard.lua)
+            out.update({n: r.decode() for n, r in zip(nums, got, strict=True) if r and r != b"\0"})
+        if recent:
+            out.update(lua.names_reply(replies[-1], recent))
         return out
 
     def texts(self, ids: Sequence[str]) -> dict[str, str]:
@@ -518,10 +561,38 @@ class RedisIndex:
         return out
 
     def decisions(self, ids: Sequence[str]) -> dict[str, Decision]:
+        """The ids' decisions. What was read is what the batch's commit checks against
+        (COMMIT's `old` and `seen`)."""
+        self.read_mark, self._read = self.records(ids)
+        self._read_ids = set(ids)
+        return {i: parse_decision(v, i).decision for i, v in self._read.items()}
+
+    def records(self, ids: Sequence[str]) -> tuple[int, dict[str, bytes]]:
+        """The applied mark the reads rest on, and the ids' current records: the
+        coordinator's recent writes first (RECENT), then the shards' decision hashes and
+        keys that expire; the newest write of the three wins, and a tombstone is none.
+        Two round trips, in this order (keys.py: why)."""
+        ids = list(dict.fromkeys(ids))
         if not ids:
-            return {}
-        replies = self.store.call(self.client.mget, [self.layout.decision(i) for i in ids])
-        return {i: parse_decision(r, i).decision for i, r in zip(ids, replies, strict=True) if r}
+            return self.applied, {}
+        recent = lua.Recent.parse(self.store.eval(lua.recent_args(self.layout, ids)))
+        batch = self.store.batch()
+        for i in ids:
+            _, hashed, key, name = self.layout.decisions(i)
+            batch.add(hashed, "HGET", hashed, name)
+            batch.add(key, "GET", key)
+        got = self.store.call(batch.execute)
+        out = {}
+        for at, i in enumerate(ids):
+            mine = recent.values[at]
+            if mine and write_of(mine) <= recent.applied:
+                mine = None  # in the shards by now, or expired there
+            found = [v for v in (mine, got[2 * at], got[2 * at + 1]) if v]
+            if found:
+                newest = max(found, key=write_of)
+                if newest[:1] != TOMBSTONE:
+                    out[i] = bytes(newest)
+        return recent.applied, out
 
     # ------------------------------------------------------------------ commit
 
@@ -542,19 +613,17 @@ class RedisIndex:
                 raise ConfigError(f"fingerprint space {e.space!r} is longer than 8 bytes")
         written = self._write_texts(indexing)
         keep_old = any(i.keep_previous for i in items)
+        if not {i.decision.id for i in items} <= self._read_ids:
+            self.decisions([i.decision.id for i in items])  # a commit not after a read
+        args_of = [
+            lua.CommitItem.of(item, e, dh, self._read.get(item.decision.id, b""))
+            for item, e, dh in zip(items, indexing, dhs, strict=True)
+        ]
+        seen = self.read_mark
         done, upto, reply = len(items), self.mark, None
         for _ in range(COMMIT_ROUNDS):
             args = lua.commit_args(
-                self.layout,
-                upto,
-                [
-                    lua.CommitItem.of(item, e, dh)
-                    for item, e, dh in zip(items[:done], indexing, dhs, strict=False)
-                ],
-                self.decision_ttl,
-                self.keep,
-                self.granularity,
-                keep_old,
+                self.layout, upto, seen, args_of[:done], self.keep, self.granularity, keep_old
             )
             reply = lua.CommitReply.parse(
                 self.store.eval(args), [i.decision.id for i in items[:done]]
@@ -575,33 +644,57 @@ class RedisIndex:
             return Committed(0, {})
 
         stored: dict[int, Decision] = {}
-        applied: list[tuple[int, int, str, bytes]] = []
+        writes: list[_Write] = []
         unindexed = []  # texts that must not stay: written by us, or an old orphan
         for i, (item, outcome) in enumerate(zip(items, reply.outcomes, strict=False)):
-            e = indexing[i]
+            e, a = indexing[i], args_of[i]
             if outcome.stored is not None:
                 stored[i] = outcome.stored.decision
                 if i in written and e is not None:
                     unindexed.append(e.id)
-            elif outcome.number:
+                continue
+            if not outcome.write:
+                continue  # a replay
+            old = reply.replaced[i]
+            gone = (
+                ((old.current.num, old.current.name, "r"),)
+                if old is not None and old.current
+                else ()
+            )
+            value = (
+                RECORD
+                + struct.pack("<II", outcome.write, outcome.number)
+                + a.head
+                + outcome.kept
+                + a.body
+            )
+            if outcome.indexed:
                 assert e is not None
-                applied.append((outcome.number, e.fingerprint, e.space, dhs[i]))
-            elif not item.replay and item.previous is None:
-                unindexed.append(item.decision.id)
+                at = (outcome.number, e.fingerprint, e.space, dhs[i])
+                writes.append(_Write(a.id, value, self.keep, at, a.name, gone))
+            else:
+                writes.append(_Write(a.id, value, self.decision_ttl, None, a.name, gone))
+                if not item.replay and item.previous is None:
+                    unindexed.append(item.decision.id)
         unindexed += [indexing[i].id for i in written if i >= done]  # type: ignore[union-attr]
         # Versions that revisions replaced leave the shards before the new ones enter (a
         # revision back to an old content must find its digest field free); one numbered
         # and replaced in this very commit is not applied at all, only its text goes.
-        gone = [s.current for s in reply.replaced[:done] if s is not None and s.current]
-        fresh = {num for num, *_ in applied}
+        gone_versions = [s.current for s in reply.replaced[:done] if s is not None and s.current]
+        fresh = {w.indexed[0] for w in writes if w.indexed}
         self._forget_versions(
-            [v for v in gone if v.num not in fresh], [v.name for v in gone if v.num in fresh]
+            [v for v in gone_versions if v.num not in fresh],
+            [v.name for v in gone_versions if v.num in fresh],
         )
-        applied = [a for a in applied if a[0] not in {v.num for v in gone}]
-        if applied:
-            self._apply(applied, reply.member)
-        elif reply.member:
-            self.store.eval(lua.applied_args(self.layout, reply.member, LOG_KEEP))
+        # Its map still goes in with the take-out, so that the counts see it come and go.
+        out = {v.num for v in gone_versions}
+        writes = [
+            w
+            if not w.indexed or w.indexed[0] not in out
+            else replace(w, indexed=None, gone=((w.indexed[0], w.name, "m"), *w.gone))
+            for w in writes
+        ]
+        self._apply(writes, reply.member)
         self._drop_texts(unindexed)
         return Committed(done, stored)
 
@@ -708,51 +801,67 @@ class RedisIndex:
 
     # ------------------------------------------------------------------ apply
 
-    def _apply(self, docs: Sequence[tuple[int, int, str, bytes]], member: str) -> None:
-        """Step 4: the committed documents into the shards, then off the pending set."""
+    def _apply(self, writes: Sequence[_Write], member: str) -> None:
+        """Step 4: committed writes into the shards (entries and digests of the versions
+        indexed, the id map, the decisions), then off the pending set."""
+        if not member:
+            return
+        docs = [w.indexed for w in writes if w.indexed is not None]
         names, bucket_shards, owners, spaces, tables, keys = self._entered_buckets(docs)
         entries = self._packed(docs, owners, spaces, tables)
         entered = fields(keys)
-        shards: dict[int, _ShardApply] = {}
+        shards: dict[int, lua.ShardPart] = {}
+
+        def part(shard: int) -> lua.ShardPart:
+            return shards.setdefault(shard, lua.ShardPart())
+
         for group in _by_shard(bucket_shards):
-            shards[int(bucket_shards[group[0]])] = _ShardApply(
-                group,
-                [names[i] for i in group],
-                [entered[i] for i in group],
-                [entries[i] for i in group],
-                {spaces[i] for i in group},
-            )
+            p = part(int(bucket_shards[group[0]]))
+            p.bucket_positions += group
+            p.buckets += [names[i] for i in group]
+            p.bucket_fields += [entered[i] for i in group]
+            p.entries += [entries[i] for i in group]
+            p.spaces |= {spaces[i] for i in group}
         for num, _, _, dh in docs:
-            part = shards.setdefault(dh[0] % SHARDS, _ShardApply([], [], [], []))
-            part.digests.append(self.layout.digest(dh))
-            part.digest_fields.append((dh[2:], num))
+            p = part(dh[0] % SHARDS)
+            p.digests.append(self.layout.digest(dh))
+            p.digest_fields.append((dh[2:], num))
+        for w in writes:
+            changes = [(n, name, op) for n, name, op in w.gone]
+            if w.indexed is not None:
+                changes.append((w.indexed[0], w.name, "m"))
+            for n, name, op in changes:
+                j = n // IDS_PER_HASH
+                p = part(j % SHARDS)
+                p.id_hashes.append(self.layout.ids(j))
+                p.id_changes.append((n % IDS_PER_HASH, name, op))
+            shard, hashed, key, field_ = self.layout.decisions(w.id)
+            p = part(shard)
+            p.decision_keys.append((hashed, key))
+            p.decisions.append((field_, w.value, w.ttl))
         # A bucket is cut back to its newest max_bucket entries once it holds half as many
         # again: rewrites stay rare, and a lookup reads at most 1.5 x max_bucket entries.
         limit = self.max_bucket * self.entry_bytes * 3 // 2
         keep = self.max_bucket * self.entry_bytes
         batch = self.store.batch()
-        for shard, part in shards.items():
+        for shard, p in shards.items():
             args = lua.apply_shard_args(
-                part.names,
-                part.fields,
-                part.values,
-                part.digests,
-                part.digest_fields,
+                p,
                 self.layout.evicted(shard),
                 self.layout.spaces(shard),
+                self.layout.shard_counts(shard),
                 self.entry_bytes,
                 limit,
                 keep,
                 self.keep,
                 self.cutoff,
-                sorted(part.spaces),
             )
             batch.add(args.key, *args.command())
         cut: list[int] = []  # positions in names of the buckets cut back
-        for part, raw in zip(shards.values(), self.store.call(batch.execute), strict=True):
+        for p, raw in zip(shards.values(), self.store.call(batch.execute), strict=True):
             reply = lua.ApplyShardReply.parse(raw)
             self.evicted += reply.evicted
-            cut += [part.positions[c] for c in reply.cut]
+            cut += [p.bucket_positions[c] for c in reply.cut]
         if cut:
             self.cuts += len(cut)
             log.warning(
@@ -768,7 +877,9 @@ class RedisIndex:
                 + (f" and {len(cut) - CUTS_NAMED} more" if len(cut) > CUTS_NAMED else ""),
                 self.evicted,
             )
-        self.store.eval(lua.applied_args(self.layout, member, LOG_KEEP))
+        self.store.eval(
+            lua.applied_args(self.layout, member, LOG_KEEP, self.recent_keep, TRIM_CHUNK)
+        )
 
     def _packed(
         self,
@@ -794,34 +905,78 @@ class RedisIndex:
     # ------------------------------------------------------------------ repair
 
     def _repair(self, member: str) -> None:
-        """Apply a range whose committer went away between its commit and its apply."""
+        """Apply a range whose committer went away between its commit and its apply: its
+        writes' notes and the ids' latest records from the coordinator (a later write's
+        record where there is one: the shards keep the newest)."""
         first, last, when = (int(x) for x in member.split(":"))
         if time.time() - when < REPAIR_AFTER:
             return
         claim = self.layout.repair(first)
         if not self.store.call(lambda: self.client.set(claim, 1, nx=True, ex=60)):
             return  # another consumer is on it
-        base = int(self.store.call(self.client.get, self.layout.logbase) or 0)
-        start, end = (first - 1 - base) * LOG.itemsize, (last - base) * LOG.itemsize - 1
-        raw = self.store.call(self.client.getrange, self.layout.log, start, end)
-        entries = np.frombuffer(raw, LOG)
-        docs = [
-            (first + i, int(e["fp"]), bytes(e["space"]).rstrip(b"\0").decode(), bytes(e["dh"]))
-            for i, e in enumerate(entries)
-        ]
-        self._apply(docs, member)
+        numbers = list(range(first, last + 1))
+        batch = self.store.batch()
+        batch.add(self.layout.logbase, "GET", self.layout.logbase)
+        batch.add(self.layout.log, "GET", self.layout.log)  # a repair is rare: all of it
+        batch.add(self.layout.notes, "HMGET", self.layout.notes, *numbers)
+        base_raw, log_raw, notes_raw = self.store.call(batch.execute)
+        base = int(base_raw or 0)
+        entries = np.frombuffer(log_raw or b"", LOG)[first - 1 - base : last - base]
+        notes = [parse_note(n) if n else None for n in notes_raw]
+        ids = list(dict.fromkeys(record_of(n.name)[0] for n in notes if n is not None))
+        values = (
+            dict(zip(ids, self.store.call(self.client.hmget, self.layout.recent, ids), strict=True))
+            if ids
+            else {}
+        )
+        writes = []
+        for num, e, n in zip(numbers, entries, notes, strict=False):
+            if n is None:
+                continue
+            doc_id = record_of(n.name)[0]
+            value = values.get(doc_id)
+            if not value:
+                continue  # not possible while the range is pending: rd keeps it
+            tomb = value[:1] == TOMBSTONE
+            indexed = None
+            if n.indexed:
+                space = bytes(e["space"]).rstrip(b"\0").decode()
+                indexed = (num, int(e["fp"]), space, bytes(e["dh"]))
+            stored_num = 0 if tomb else parse_decision(value, doc_id).current
+            ttl = 0 if tomb else (self.keep if stored_num else self.decision_ttl)
+            writes.append(_Write(doc_id, value, ttl, indexed, n.name, n.gone))
+        self._apply(writes, member)
 
     # ------------------------------------------------------------------ forget
 
     def delete(self, ids: Sequence[str]) -> list[str]:
-        """Forget documents. The coordinator first (the numbers of every version lose
-        their names, so no lookup returns them from then on), then the shards give back
-        the memory."""
+        """Forget documents. The coordinator first (DELETE: each id's tombstone, and its
+        versions out of the lookups), then the shards: the tombstone, the id map, and
+        their entries, digests and texts, which give back the memory."""
         ids = list(dict.fromkeys(ids))
         if not ids:
             return []
-        replies = lua.delete_reply(self.store.eval(lua.delete_args(self.layout, ids)), ids)
-        gone = [(i, s) for i, s in zip(ids, replies, strict=True) if s is not None]
+        for _ in range(COMMIT_ROUNDS):
+            mark, read = self.records(ids)
+            args = lua.delete_args(self.layout, mark, ids, [read.get(i, b"") for i in ids])
+            reply = lua.DeleteReply.parse(self.store.eval(args), ids)
+            if reply.status == "ok":
+                break
+        else:
+            raise BackendUnavailable("the index's recent writes moved on at every try of a delete")
+        write = int(reply.member.split(":")[0]) if reply.member else 0
+        writes, gone = [], []
+        for i, stored in zip(ids, reply.deleted, strict=True):
+            if stored is None:
+                continue
+            tomb = TOMBSTONE + struct.pack("<I", write)
+            out = tuple((v.num, v.name, "d") for v in stored.versions)
+            # the write it deletes was in the shards when read: nothing older can come
+            ttl = -1 if stored.write <= mark else 0
+            writes.append(_Write(i, tomb, ttl, None, i, out))
+            gone.append((i, stored))
+            write += 1
+        self._apply(writes, reply.member)
         # the id's own text too: one written for a commit that never came (a crash)
         self._forget_versions([v for _, s in gone for v in s.versions], [i for i, _ in gone])
         return [i for i, _ in gone]
@@ -859,11 +1014,6 @@ class RedisIndex:
         server's memory (every primary of a cluster); the index's own is
         maintenance.memory()."""
         counts = self._counts()
-        if counts.get("counted") != "all" and int(counts["committed"]):
-            args = lua.count_ids_args(self.layout, COUNT_HASHES)
-            while not lua.count_ids_reply(self.store.eval(args)):
-                pass
-            counts = self._counts()
         client: Any = self.client
         if isinstance(client, RedisCluster):  # one answer per primary
             info = self.store.call(
@@ -887,16 +1037,21 @@ class RedisIndex:
             batch.add(key, "GET", key)
         return sum(int(v or 0) for v in self.store.call(batch.execute))
 
-    def _counts(self) -> dict[str, str]:
-        """The counts, and `committed` (seq) read after them: never fewer than them; and
-        the id of the text dictionary (0: none yet)."""
-        batch = self.store.batch()  # in order, on the coordinator
-        batch.add(self.layout.counts, "HGETALL", self.layout.counts)
-        batch.add(self.layout.seq, "GET", self.layout.seq)
+    def _counts(self) -> dict[str, int]:
+        """The counts: every shard's (documents, replaced, deleted, expired: their id
+        maps'), the versions ever numbered (the coordinator's), and the id of the text
+        dictionary (0: none yet)."""
+        batch = self.store.batch()
+        for shard in range(SHARDS):
+            key = self.layout.shard_counts(shard)
+            batch.add(key, "HGETALL", key)
+        batch.add(self.layout.counts, "HGET", self.layout.counts, "numbered")
         batch.add(self.layout.txdict, "GETRANGE", self.layout.txdict, 4, 7)
-        counts, seq, dictionary = self.store.call(batch.execute)
-        return {
-            **{k.decode(): v.decode() for k, v in counts.items()},
-            "committed": (seq or b"0").decode(),
-            "text_dictionary": str(int.from_bytes(dictionary, "little")),
-        }
+        *shards, numbered, dictionary = self.store.call(batch.execute)
+        out = {k: 0 for k in COUNTS}
+        for got in shards:
+            for k, v in got.items():
+                out[k.decode()] = out.get(k.decode(), 0) + int(v)
+        out["committed"] = int(numbered or 0)
+        out["text_dictionary"] = int.from_bytes(dictionary, "little")
+        return out

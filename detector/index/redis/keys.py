@@ -1,37 +1,41 @@
 """The key layout of a Redis index: every key name, which slot it lives in, and what the
-values hold. Layout 4, for index NAME:
+values hold. Layout 5, for index NAME:
 
 The keys the commit must read and write atomically share the hash tag {NAME}, one slot
 (the coordinator); everything that grows with the index is spread over SHARDS hash tags
 {NAME/0} .. {NAME/63}, which a Redis Cluster spreads over its primaries. On a single
-server the keys are the same.
+server the keys are the same. What the coordinator keeps is bounded whatever N is: the
+log (LOG_KEEP entries), the recent writes (RECENT_KEEP) and the pending ranges.
 
   coordinator, nd:{NAME}:
     meta              hash    layout, fingerprint version, block schemes (text, vectors),
                               retention; swept, the number the id map is swept to
-    counts            hash    documents, the numbers the id map names now (the versions a
-                              lookup can find); replaced, deleted, expired, the numbers
-                              it stopped naming, by cause; counted, 'all' (or, while an
-                              index made before the counts is counted, the id hashes
-                              below it). The scripts that change the id map change them
-    seq               string  number of the last committed document
-    log               string  LOG entries (fingerprint, digest hash, space) of documents
-                              logbase+1 .. seq: the recent ones, read by lookups until the
-                              shards have them and by commits to check for conflicts
+    counts            hash    numbered: the versions ever numbered (stats' `committed`);
+                              the other counts live in the shards (ct)
+    seq               string  number of the last write: every write of a decision (indexed
+                              or not) and every delete takes one, so that the shards can
+                              tell an older write of an id from a newer one
+    log               string  LOG entries (fingerprint, digest hash, space) of writes
+                              logbase+1 .. seq (zero for a write that indexed nothing):
+                              the recent ones, read by lookups until the shards have them
+                              and by commits to check for conflicts
     logbase           string
     pending           zset    committed ranges "first:last:time" not yet applied to the
                               shards, scored by first
     epochs            zset    member seq, score the time of the commit that numbered it: one
                               per window of `granularity` seconds, the window's last commit
-    id:{N>>7}         hash    N & 127 -> the version number N is: its id, or for revision
-                              r >= 1 id NUL r (index.version_id)
-    dec:{ID}          string  the id's decision record (RECORD below): the number of its
-                              current version (0: not indexed), its space, digest hash
-                              and fingerprint, the digest of the content decided on (a
-                              re-fetch with another one is a revision), the revision, the
-                              earlier versions kept as candidates, and the decision's JSON
-                              less what the rest gives. What `delete`, `export` and the
-                              re-fetch rules need
+    rd                hash    id -> its latest record or tombstone (RECORD below), for the
+    rw                hash    write number -> its note (keys.Note: the name it maps to, the
+                              versions it took out of the lookups): the recent writes, which
+                              COMMIT and DELETE read instead of the shards (a script cannot
+                              read another slot) and APPLY_SHARD carries into the shards.
+                              APPLIED trims both below applied - RECENT_KEEP, TRIM_CHUNK
+                              numbers at a time, and moves
+    rtrim             string  to the number they are trimmed to: a reader whose view of an
+                              id is older than it must read again ('relookup'). A reader
+                              calls RECENT (the mark and rd's values) before it reads the
+                              shards, so that a write applied between its two reads is in
+                              one of them; the newest write number of the two wins
     repair:{FIRST}    string  a consumer's claim to apply the pending range FIRST:...
     txdict            string  the zstd dictionary the texts are packed with (index.texts),
                               its id in bytes 4..7: trained by the first consumer to have
@@ -60,6 +64,17 @@ server the keys are the same.
                                   those before it deletes them (migrate.py)
     sp                    set     the spaces with bucket hashes in the shard (a sweep
                                   walks their hashes)
+    id:{J}            hash    in shard J % 64: N & 127 -> the version that number N = J * 128
+                              + field is (its id, or for revision r >= 1 id NUL r:
+                              index.version_id), for the numbers a lookup can still find
+    ct                hash    documents (the numbers the shard's id map names), replaced,
+                              deleted, expired (those it stopped naming, by cause):
+                              APPLY_SHARD and the sweep change them with the id map
+    dc:{G}            hash    id -> its decision record (RECORD below), in 2^DECISION_BITS
+                              hashes by G = the id's xxh3 >> 48 (hex), shard G % 64: a
+                              listpack of ~150 fields at 10^7 ids, so no key overhead an id
+    dk:{ID}           string  the record instead, when retention is on: a key of its own
+                              for its TTL (Redis 7.0 has no field expiry)
     evicted           string  entries its buckets pushed out of a lookup's reads (the newest
                               --max-bucket are read): what `index stats` sums as evicted
     dg:{H[:2]}        hash    H[2:] -> number; H is the 16-byte hash of a token-stream digest
@@ -82,8 +97,8 @@ import json
 import re
 import struct
 import zlib
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -97,8 +112,8 @@ from ...names import index_name_problem
 from ...records import Decision
 from .. import record_of, version_id
 
-LAYOUT = "4"
-# Layout 3 puts 2^FIELD_BITS buckets of a table in one hash (keys.py docstring)
+LAYOUT = "5"
+# 2^FIELD_BITS buckets of a table share one hash (the docstring)
 FIELD_BITS = 10
 FIELD_MASK = (1 << FIELD_BITS) - 1
 SHARDS = 64
@@ -108,6 +123,7 @@ _NATIVE = native_module()  # bucket names by the thousand
 ENTRY = np.dtype([("fp", "<u8"), ("num", "<u4")])
 LOG = np.dtype([("fp", "<u8"), ("dh", "V16"), ("space", "S8")])
 IDS_PER_HASH = 128  # stays within Redis's compact listpack encoding of small hashes
+DECISION_BITS = 16  # decisions in 65,536 hashes: per-key overhead spread, shards even
 
 
 def digest_hash(digest: str) -> bytes:
@@ -168,6 +184,9 @@ class Layout:
         self.epochs = self.prefix + "epochs"
         self.counts = self.prefix + "counts"
         self.txdict = self.prefix + "txdict"
+        self.recent = self.prefix + "rd"
+        self.notes = self.prefix + "rw"
+        self.rtrim = self.prefix + "rtrim"
         self._shards_head = f"nd:{{{namespace}/".encode("utf-8", "surrogatepass")
         # for SCAN: a name may hold glob characters (*?[]\), to be matched as themselves
         glob = re.sub(r"([*?\[\]\\])", r"\\\1", namespace)
@@ -187,14 +206,35 @@ class Layout:
 
     def ids(self, j: int) -> str:
         """The id map of the numbers j * IDS_PER_HASH .. (j + 1) * IDS_PER_HASH - 1."""
+        return f"{self.shard_prefix(j % SHARDS)}id:{j}"
+
+    def shard_counts(self, shard: int) -> str:
+        return f"{self.shard_prefix(shard)}ct"
+
+    def decisions(self, doc_id: str) -> tuple[int, str, str, bytes]:
+        """Where an id's decision lives: its shard, its decision hash (field: the id) and
+        the key of one that expires; and the field."""
+        raw = doc_id.encode("utf-8", "surrogatepass")
+        group = xxhash.xxh3_64_intdigest(raw) >> (64 - DECISION_BITS)
+        shard = group % SHARDS
+        at = self.shard_prefix(shard)
+        return shard, f"{at}dc:{group:x}", f"{at}dk:{doc_id}", raw
+
+    def old_ids(self, j: int) -> str:
+        """Layouts 2-4: the id map in the coordinator's slot (`index migrate`)."""
         return f"{self.prefix}id:{j}"
 
-    def decision(self, doc_id: str) -> str:
+    def old_decision(self, doc_id: str) -> str:
+        """Layouts 2-4: a decision key in the coordinator's slot (`index migrate`)."""
         return f"{self.prefix}dec:{doc_id}"
 
-    def decision_id(self, key: bytes) -> str:
-        """The id of a decision key."""
+    def old_decision_id(self, key: bytes) -> str:
+        """The id of a decision key of layouts 2-4."""
         return key[len(self._prefix_bytes) + 4 :].decode("utf-8", "surrogatepass")
+
+    def decision_id(self, key: bytes) -> str:
+        """The id of a decision key that expires (dk:{ID})."""
+        return key.partition(b"}:dk:")[2].decode("utf-8", "surrogatepass")
 
     def repair(self, first: int) -> str:
         return f"{self.prefix}repair:{first}"
@@ -297,25 +337,46 @@ class Stored:
     decision: Decision
     current: Version | None
     kept: tuple[Version, ...] = ()
+    write: int = 0  # the number of the write that stored it (0: before layout 5)
 
     @property
     def versions(self) -> tuple[Version, ...]:
         return (*self.kept, *((self.current,) if self.current else ()))
 
 
-# A decision record (layout 4), little endian; COMMIT composes it from the head and body
-# the caller packs, the number it gives and the kept versions it carries over:
-#   RECORD, n u32 (the current version's number, 0: not indexed), head, count u16 and
-#   that many kept versions (n u32, r u32, space, dh 16, fp 8), body
+# A decision record (layout 5), little endian; COMMIT composes it from the head and body
+# the caller packs, the numbers it gives and the kept versions it carries over:
+#   RECORD, w u32 (the write's number: every write of a decision or a delete takes one),
+#   n u32 (the current version's number, 0: not indexed), head, count u16 and that many
+#   kept versions (n u32, r u32, space, dh 16, fp 8), body
 #   head: flags u8 (1: indexed, space and dh follow), r u32 (the revision), fp 8 (the
 #         decision's fingerprint), dg (the digest decided on: pack_digest), [space, dh 16]
 #   body: the decision's JSON without what the key and head give (id, decision,
 #         fingerprint, revision), without spaces
-# A short string (space, dg) is a length byte and its bytes. parse_decision reads layout
-# 3's form too, a '#' and a JSON header line before the decision JSON, for `index migrate`,
-# which rewrites every decision as a record (the scripts read records only).
-RECORD = b"\x01"
+# A delete leaves a tombstone: TOMBSTONE and w u32, in the recent writes, and in the
+# decision hash while an older write of the id may still be applied late (so that it
+# cannot bring the decision back). A short string (space, dg) is a length byte and its
+# bytes. parse_decision reads layout 4's record (RECORD_4: no w) and layout 3's form, a
+# '#' and a JSON header line before the decision JSON, for `index migrate`, which
+# rewrites every decision as a record (the scripts read layout 5's only).
+# The body is raw deflate (a 1 KB window, fresh for each record) primed with BODY_DICT:
+# what most bodies repeat (keys, nulls, the feature strings, the date's shape), so that a
+# 225-byte body takes about 41 and a record stays within a listpack's 256-byte values. 12
+# us to pack, 3 to unpack. BODY_DICT is part of layout 5's format: never change it.
+RECORD = b"\x03"
+RECORD_4 = b"\x01"
+TOMBSTONE = b"\x00"
 _IN_HEAD = ("id", "decision", "fingerprint", "revision")
+BODY_WINDOW = 10
+BODY_DICT = (
+    b'"url":"https://www.","version":"","extraction":"","space":"t","k":,'
+    b'"duplicate_of_revision":,"previous_fingerprint":null,'
+    b'"features":"html-main.words-cjk2.builtin-sqrtlen1+u14.0.0+hyperplanes-s0",'
+    b'"features":"vectors-e0+hyperplanes-s0","detector":"0.1.0","index":"default",'
+    b'"decided_at":"2026-12-05T00:00:00.000000+00:00"}{"duplicate_of":null,'
+    b'"distance":null,"similarity":null,"exact":false,'
+    b'"features":"words-cjk2.builtin-sqrtlen1+u14.0.0+hyperplanes-s0","index":"'
+)
 
 
 def pack_digest(digest: str) -> bytes:
@@ -356,14 +417,23 @@ def record_head(decision: Decision, entry_space: str | None, dh: bytes | None) -
 
 
 def record_body(decision: Decision) -> bytes:
+    """The body of a layout-5 record: the JSON, deflated with BODY_DICT."""
     body = {k: v for k, v in decision.to_dict().items() if k not in _IN_HEAD}
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode(
+    raw = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode(
         "utf-8", "surrogatepass"
     )
+    packer = zlib.compressobj(6, zlib.DEFLATED, -BODY_WINDOW, 1, zlib.Z_DEFAULT_STRATEGY, BODY_DICT)
+    return packer.compress(raw) + packer.flush()
 
 
-def record(stored: Stored) -> bytes:
-    """The record of `stored`, as COMMIT composes it (bulk loads and migrations write it)."""
+def _body_json(packed: bytes) -> bytes:
+    unpacker = zlib.decompressobj(-BODY_WINDOW, zdict=BODY_DICT)
+    return unpacker.decompress(packed) + unpacker.flush()
+
+
+def record(stored: Stored, write: int | None = None) -> bytes:
+    """The record of `stored`, as COMMIT composes it (bulk loads and migrations write it),
+    written by write number `write` (default: its own)."""
     d, current = stored.decision, stored.current
     head = record_head(
         d, current.space if current else None, current.digest_hash if current else None
@@ -377,7 +447,9 @@ def record(stored: Stored) -> bytes:
     )
     return (
         RECORD
-        + struct.pack("<I", current.num if current else 0)
+        + struct.pack(
+            "<II", stored.write if write is None else write, current.num if current else 0
+        )
         + head
         + struct.pack("<H", len(stored.kept))
         + kept
@@ -388,7 +460,10 @@ def record(stored: Stored) -> bytes:
 def parse_decision(value: bytes, doc_id: str) -> Stored:
     """A decision key's value, a record of any layout's format, of id `doc_id`."""
     if value[:1] == RECORD:
-        return _parse_record(value, doc_id)
+        (write,) = struct.unpack_from("<I", value, 1)
+        return replace(_parse_record(value[4:], doc_id, _body_json), write=write)
+    if value[:1] == RECORD_4:
+        return _parse_record(value, doc_id, bytes)
     head, _, body = value.partition(b"\n") if not value.startswith(b"{") else (b"", b"", value)
     if head.startswith(b"#"):
         h = json.loads(head[1:])
@@ -407,7 +482,43 @@ def parse_decision(value: bytes, doc_id: str) -> Stored:
     return Stored(d, Version(d.id, int(num), space, bytes.fromhex(dh), d.fingerprint))
 
 
-def _parse_record(value: bytes, doc_id: str) -> Stored:
+@dataclass(frozen=True)
+class Note:
+    """What a write did, as the coordinator keeps it (rw) until the shards have it: the
+    name its number maps to when it indexed a version (else the id), and the versions it
+    took out of the lookups: (number, name, cause 'r' replaced or 'd' deleted)."""
+
+    indexed: bool
+    name: str
+    gone: tuple[tuple[int, str, str], ...] = ()
+
+
+def parse_note(raw: bytes) -> Note:
+    """A note as versions.lua's `note` packs it."""
+    flags, size = struct.unpack_from("<BH", raw, 0)
+    name = raw[3 : 3 + size].decode("utf-8", "surrogatepass")
+    at = 3 + size
+    (count,) = struct.unpack_from("<H", raw, at)
+    at += 2
+    gone = []
+    for _ in range(count):
+        num, cause, size = struct.unpack_from("<IcH", raw, at)
+        at += 7
+        gone.append((num, raw[at : at + size].decode("utf-8", "surrogatepass"), cause.decode()))
+        at += size
+    return Note(bool(flags & 1), name, tuple(gone))
+
+
+def write_of(value: bytes) -> int:
+    """The write number of a record or a tombstone of layout 5."""
+    if value[:1] not in (RECORD, TOMBSTONE):
+        return -1
+    return int(struct.unpack_from("<I", value, 1)[0])
+
+
+def _parse_record(value: bytes, doc_id: str, body: Callable[[bytes], bytes]) -> Stored:
+    """A record of layout 4's form (its number from byte 1), its body's JSON `body(...)` of
+    what follows the kept versions."""
     num, flags, revision = struct.unpack_from("<IBI", value, 1)
     fp = int.from_bytes(value[10:18], "little")
     dg, at = _read_short(value, 18)
@@ -425,7 +536,7 @@ def _parse_record(value: bytes, doc_id: str) -> Stored:
         kept.append(Version(version_id(doc_id, r), n, raw.decode(), value[at : at + 16], kfp))
         at += 24
     fields = {"id": doc_id, "fingerprint": f"{fp:016x}", "revision": revision}
-    d = Decision.from_dict({**fields, **json.loads(value[at:])}, digest=unpack_digest(dg))
+    d = Decision.from_dict({**fields, **json.loads(body(value[at:]))}, digest=unpack_digest(dg))
     current = Version(version_id(doc_id, revision), num, space, dh, fp) if num else None
     return Stored(d, current, tuple(kept))
 

@@ -31,13 +31,14 @@ def _script(name: str, *before: str) -> str:
 
 # the coordinator's (store.Store.eval)
 SNAPSHOT = _script("snapshot")
+RECENT = _script("recent")
+NAMES = _script("names", "versions")
 COMMIT = _script("commit", "versions")
 APPLIED = _script("applied")
 DELETE = _script("delete", "versions")
-SWEEP_IDS = _script("sweep_ids", "versions")
-COUNT_IDS = _script("count_ids")
 # a shard's (one EVAL per shard in a Batch)
 APPLY_SHARD = _script("apply_shard")
+SWEEP_IDS = _script("sweep_ids")
 FILTER_BUCKET = _script("filter_bucket")
 SWEEP_BUCKETS = _script("sweep_buckets")
 FORGET_DIGEST = _script("forget_digest")
@@ -107,7 +108,7 @@ Kind = Literal["e", "x", "r"]  # to index, a decision only, a replay (commit.lua
 
 @dataclass(frozen=True)
 class CommitItem:
-    """One item of a COMMIT: its 8 ARGV, in order (commit.lua)."""
+    """One item of a COMMIT: its 9 ARGV, in order (commit.lua)."""
 
     id: str
     name: str  # the version's name the id map gets
@@ -117,10 +118,12 @@ class CommitItem:
     entry: bytes  # kind 'e': its LOG entry; otherwise b''
     prev: bytes  # the digest of the decision it revises, b'' for an id found undecided
     mine: bytes  # the digest of the content decided on (both keys.pack_digest)
+    old: bytes  # the record the caller read for the id (RedisIndex.decisions), b'' for none
 
     @classmethod
-    def of(cls, item: Commit, entry: Entry | None, dh: bytes) -> CommitItem:
-        """`item`, indexed as `entry` (None: not indexed) under the digest hash `dh`."""
+    def of(cls, item: Commit, entry: Entry | None, dh: bytes, old: bytes) -> CommitItem:
+        """`item`, indexed as `entry` (None: not indexed) under the digest hash `dh`, of
+        an id whose record the caller read as `old`."""
         d = item.decision
         kind: Kind = "r" if item.replay else ("e" if entry is not None else "x")
         name, log = d.id, b""
@@ -131,33 +134,44 @@ class CommitItem:
             )
         head = record_head(d, entry.space if entry else None, dh if entry else None)
         prev = pack_digest(item.previous.digest) if item.previous is not None else b""
-        return cls(d.id, name, kind, head, record_body(d), log, prev, pack_digest(d.digest))
+        body = record_body(d)
+        return cls(d.id, name, kind, head, body, log, prev, pack_digest(d.digest), old)
 
 
 def commit_args(
     layout: Layout,
     upto: int,
+    seen: int,
     items: Sequence[CommitItem],
-    decision_ttl: int,
     keep: int,
     granularity: int,
     keep_old: bool,
 ) -> Args:
-    fixed = (upto, len(items), decision_ttl, keep, granularity, "1" if keep_old else "0")
+    fixed = (upto, seen, len(items), keep, granularity, "1" if keep_old else "0")
     per_item = (
-        a for i in items for a in (i.id, i.name, i.kind, i.head, i.body, i.entry, i.prev, i.mine)
+        a
+        for i in items
+        for a in (i.id, i.name, i.kind, i.head, i.body, i.entry, i.prev, i.mine, i.old)
     )
     return _coordinator(COMMIT, layout, *fixed, *per_item)
 
 
 @dataclass(frozen=True)
 class Outcome:
-    """What COMMIT did with one item: indexed it under `number`, or left the id's
-    `stored` decision as it was (decided meanwhile on this content), or neither (a
-    replay, or a decision stored without indexing)."""
+    """What COMMIT did with one item: wrote it by write `write` (indexed under that
+    number when `indexed`, with the kept versions `kept` as its record packs them), or
+    left the id's `stored` decision as it was (decided meanwhile on this content), or
+    neither (a replay)."""
 
-    number: int = 0
+    write: int = 0
+    indexed: bool = False
+    kept: bytes = b""
     stored: Stored | None = None
+
+    @property
+    def number(self) -> int:
+        """The number the document is indexed under (0: not indexed)."""
+        return self.write if self.indexed else 0
 
 
 @dataclass(frozen=True)
@@ -194,16 +208,42 @@ class CommitReply:
         )
 
 
-def _outcome(raw: bytes, doc_id: str) -> Outcome:
-    if raw.startswith(b"s"):
-        return Outcome(stored=parse_decision(raw[1:], doc_id))
-    if raw.startswith(b"n"):
-        return Outcome(number=int(raw[1:]))
+def _outcome(raw: Sequence[Any], doc_id: str) -> Outcome:
+    tag = raw[0]
+    if tag == b"s":
+        return Outcome(stored=parse_decision(raw[1], doc_id))
+    if tag in (b"n", b"x"):
+        return Outcome(write=int(raw[1]), indexed=tag == b"n", kept=raw[2])
     return Outcome()
 
 
-def applied_args(layout: Layout, member: str, keep: int) -> Args:
-    return _coordinator(APPLIED, layout, member, keep)
+def recent_args(layout: Layout, ids: Sequence[str]) -> Args:
+    return _coordinator(RECENT, layout, *ids)
+
+
+@dataclass(frozen=True)
+class Recent:
+    """RECENT's reply: the applied mark, and per id its recent record (None: none)."""
+
+    applied: int
+    values: tuple[bytes | None, ...]
+
+    @classmethod
+    def parse(cls, raw: Sequence[Any]) -> Recent:
+        return cls(int(raw[0]), tuple(raw[1]))
+
+
+def names_args(layout: Layout, numbers: Sequence[int]) -> Args:
+    return _coordinator(NAMES, layout, *numbers)
+
+
+def names_reply(raw: Sequence[bytes], numbers: Sequence[int]) -> dict[int, str]:
+    """The numbers that still name a version a lookup may return, and the names."""
+    return {n: v.decode() for n, v in zip(numbers, raw, strict=True) if v}
+
+
+def applied_args(layout: Layout, member: str, keep: int, recent: int, chunk: int) -> Args:
+    return _coordinator(APPLIED, layout, member, keep, recent, chunk)
 
 
 def applied_reply(raw: Any) -> int:
@@ -211,70 +251,110 @@ def applied_reply(raw: Any) -> int:
     return int(raw)
 
 
-def delete_args(layout: Layout, ids: Sequence[str]) -> Args:
-    return _coordinator(DELETE, layout, *ids)
+def delete_args(layout: Layout, seen: int, ids: Sequence[str], old: Sequence[bytes]) -> Args:
+    return _coordinator(
+        DELETE, layout, seen, *(a for pair in zip(ids, old, strict=True) for a in pair)
+    )
 
 
-def delete_reply(raw: Sequence[bytes], ids: Sequence[str]) -> list[Stored | None]:
-    """Per id, what its decision key held (None: the index did not know it)."""
-    return [parse_decision(v, i) if v else None for v, i in zip(raw, ids, strict=True)]
+@dataclass(frozen=True)
+class DeleteReply:
+    """DELETE's reply: 'relookup' (read again), or 'ok' with the pending range to apply
+    ('' when no id was known) and per id the record deleted (None: unknown id)."""
 
+    status: Literal["ok", "relookup"]
+    member: str = ""
+    deleted: tuple[Stored | None, ...] = ()
+    values: tuple[bytes, ...] = ()  # the records deleted as stored
 
-def sweep_ids_args(layout: Layout, cutoff: int, chunk: int) -> Args:
-    return _coordinator(SWEEP_IDS, layout, cutoff, chunk)
-
-
-def sweep_ids_reply(raw: Any) -> int:
-    """The number the id map is swept to: the cutoff once done, else less."""
-    return int(raw)
-
-
-def count_ids_args(layout: Layout, chunk: int) -> Args:
-    return _coordinator(COUNT_IDS, layout, chunk)
-
-
-def count_ids_reply(raw: Any) -> bool:
-    """Every id hash counted (else call again)."""
-    return bool(int(raw))
+    @classmethod
+    def parse(cls, raw: Sequence[Any], ids: Sequence[str]) -> DeleteReply:
+        if raw[0] != b"ok":
+            return cls("relookup")
+        values = tuple(bytes(v) for v in raw[2])
+        return cls(
+            "ok",
+            raw[1].decode(),
+            tuple(parse_decision(v, i) if v else None for v, i in zip(values, ids, strict=True)),
+            values,
+        )
 
 
 # ---------------------------------------------------------------------- a shard's
 
 
+@dataclass
+class ShardPart:
+    """A shard's part of applying writes (APPLY_SHARD), gathered by the caller."""
+
+    bucket_positions: list[int] = field(default_factory=list)  # in the caller's order
+    buckets: list[Any] = field(default_factory=list)  # bucket hashes, one per entry
+    bucket_fields: list[int] = field(default_factory=list)
+    entries: list[bytes] = field(default_factory=list)
+    spaces: set[str] = field(default_factory=set)
+    digests: list[str] = field(default_factory=list)  # digest hashes, one per field
+    digest_fields: list[tuple[bytes, int]] = field(default_factory=list)  # field, number
+    id_hashes: list[str] = field(default_factory=list)  # one per id-map change
+    id_changes: list[tuple[int, str, str]] = field(default_factory=list)  # field, name, op
+    decision_keys: list[tuple[str, str]] = field(default_factory=list)  # hash, key
+    decisions: list[tuple[bytes, bytes, int]] = field(default_factory=list)  # id, value, ttl
+
+
 def apply_shard_args(
-    buckets: Sequence[Any],
-    fields: Sequence[int],
-    entries: Sequence[bytes],
-    digests: Sequence[str],
-    digest_fields: Sequence[tuple[bytes, int]],
+    part: ShardPart,
     evicted: str,
     spaces: str,
+    counts: str,
     size: int,
     limit: int,
     keep: int,
     ttl: int,
     cutoff: int = 0,
-    bucket_spaces: Sequence[str] = (),
 ) -> Args:
-    """`entries[i]` appended to the field `fields[i]` of the bucket hash `buckets[i]`;
-    `digest_fields[j]` (field, number) set in the digest hash `digests[j]`; `evicted`,
-    the shard's counter; `spaces`, its set of spaces, given `bucket_spaces`."""
+    """A shard's part of writes: `part`; `evicted`, `spaces` and `counts` its counter,
+    set of spaces and counts."""
+    bucket_spaces = sorted(part.spaces)
     return Args(
         APPLY_SHARD,
-        (*buckets, *digests, evicted, spaces),
         (
-            len(buckets),
+            *part.buckets,
+            *part.digests,
+            *part.id_hashes,
+            *(k for pair in part.decision_keys for k in pair),
+            evicted,
+            spaces,
+            counts,
+        ),
+        (
+            len(part.buckets),
+            len(part.digests),
+            len(part.id_hashes),
+            len(part.decisions),
             size,
             limit,
             keep,
             ttl,
             cutoff,
             len(bucket_spaces),
-            *(a for pair in zip(fields, entries, strict=True) for a in pair),
+            *(a for pair in zip(part.bucket_fields, part.entries, strict=True) for a in pair),
             *bucket_spaces,
-            *(a for f in digest_fields for a in f),
+            *(a for f in part.digest_fields for a in f),
+            *(a for c in part.id_changes for a in c),
+            *(a for d in part.decisions for a in d),
         ),
     )
+
+
+def sweep_ids_args(
+    id_hashes: Sequence[str], firsts: Sequence[int], counts: str, cutoff: int
+) -> Args:
+    """A shard's id hashes (`firsts`: the first number of each) up to `cutoff`."""
+    return Args(SWEEP_IDS, (*id_hashes, counts), (cutoff, *firsts))
+
+
+def sweep_ids_reply(raw: Any) -> int:
+    """The names swept."""
+    return int(raw)
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from . import footprint, lua
 from .index import RedisIndex
 from .keys import FIELD_BITS, IDS_PER_HASH, SHARDS, parse_decision
 
-SWEEP_HASHES = 1024  # id hashes a SWEEP_IDS script deletes: about 2 ms of the coordinator
+SWEEP_HASHES = 1024  # id hashes a round trip of SWEEP_IDS scripts deletes
 
 
 # ---------------------------------------------------------------------- retention
@@ -39,10 +39,7 @@ def sweep(index: RedisIndex, shards: int | None = None) -> int:
     cutoff = store.snapshot(index.retention).cutoff
     if not cutoff:
         return 0
-    # the id maps of numbers at or below the cutoff, and the epochs before it
-    args = lua.sweep_ids_args(layout, cutoff, SWEEP_HASHES)
-    while lua.sweep_ids_reply(store.eval(args)) < cutoff:
-        pass
+    _sweep_ids(index, cutoff)
     count = SHARDS if shards is None else min(shards, SHARDS)
     swept = [at % SHARDS for at in range(index.swept_to, index.swept_to + count)]
     _sweep_buckets(index, swept, cutoff)
@@ -58,6 +55,34 @@ def sweep(index: RedisIndex, shards: int | None = None) -> int:
         batch.add(digests.key, *digests.command())
     index.swept_to = (index.swept_to + count) % SHARDS
     return sum(lua.sweep_digests_reply(r) for r in store.call(batch.execute))
+
+
+def _sweep_ids(index: RedisIndex, cutoff: int) -> None:
+    """The id map of the numbers at or below the cutoff (every shard's, SWEEP_HASHES id
+    hashes a round trip), then the epochs before the cutoff's and meta's `swept`."""
+    store, layout = index.store, index.layout
+    swept = int(store.call(index.client.hget, layout.meta, "swept") or 0)
+    if cutoff <= swept:
+        return
+    hashes = list(range((swept + 1) // IDS_PER_HASH, cutoff // IDS_PER_HASH + 1))
+    for at in range(0, len(hashes), SWEEP_HASHES):
+        by_shard: dict[int, list[int]] = {}
+        for j in hashes[at : at + SWEEP_HASHES]:
+            by_shard.setdefault(j % SHARDS, []).append(j)
+        batch = store.batch()
+        for shard, group in by_shard.items():
+            args = lua.sweep_ids_args(
+                [layout.ids(j) for j in group],
+                [j * IDS_PER_HASH for j in group],
+                layout.shard_counts(shard),
+                cutoff,
+            )
+            batch.add(args.key, *args.command())
+        store.call(batch.execute)
+    rank = store.call(index.client.zrank, layout.epochs, cutoff)
+    if rank:
+        store.call(index.client.zremrangebyrank, layout.epochs, 0, rank - 1)
+    store.call(index.client.hset, layout.meta, "swept", cutoff)
 
 
 def _sweep_buckets(index: RedisIndex, shards: list[int], cutoff: int) -> int:
@@ -107,11 +132,11 @@ def documents(index: RedisIndex) -> Iterator[dict[str, Any]]:
         ids = [i for n, i in nums if n > cutoff]
         if not ids:
             continue
-        keys = [layout.decision(record_of(name)[0]) for name in ids]
-        values = store.call(index.client.mget, keys)
+        _, records = index.records([record_of(name)[0] for name in ids])
         texts = index.texts(ids)
         vectors = index.packed_vectors(ids)
-        for name, value in zip(ids, values, strict=True):
+        for name in ids:
+            value = records.get(record_of(name)[0])
             stored = parse_decision(value, record_of(name)[0]) if value else None
             if stored is None or stored.current is None or stored.current.name != name:
                 continue  # a version kept as a candidate: not exported
@@ -131,22 +156,23 @@ def documents(index: RedisIndex) -> Iterator[dict[str, Any]]:
                 else:
                     record["text"] = texts[name]
             yield record
-    batch: list[bytes] = []
-    for key in index.client.scan_iter(match=layout.glob_prefix + "dec:*", count=1000):
-        batch.append(key)
-        if len(batch) == 1000:
-            yield from _unindexed(index, batch)
-            batch = []
-    yield from _unindexed(index, batch)
-
-
-def _unindexed(index: RedisIndex, keys: list[bytes]) -> Iterator[dict[str, Any]]:
-    if not keys:
-        return
-    for key, value in zip(keys, index.store.call(index.client.mget, keys), strict=True):
-        stored = parse_decision(value, index.layout.decision_id(key)) if value else None
-        if stored is not None and stored.current is None:
-            yield {"decision": stored.decision.to_dict(), "digest": stored.decision.digest}
+    # the decisions of documents not indexed: in the shards' decision hashes and keys
+    glob = layout.patterns[1][: -len("*")]
+    for pattern in (glob + "*}:dc:*", glob + "*}:dk:*"):
+        for key in index.client.scan_iter(match=pattern, count=1000):
+            if b"}:dc:" in key:
+                pairs = index.store.call(index.client.hgetall, key).items()
+            else:
+                pairs = [(layout.decision_id(key), index.store.call(index.client.get, key))]
+            ids = [
+                k.decode("utf-8", "surrogatepass") if isinstance(k, bytes) else k for k, _ in pairs
+            ]
+            _, records = index.records(ids)
+            for i in ids:
+                value = records.get(i)
+                stored = parse_decision(value, i) if value else None
+                if stored is not None and stored.current is None:
+                    yield {"decision": stored.decision.to_dict(), "digest": stored.decision.digest}
 
 
 # ---------------------------------------------------------------------- import
@@ -185,6 +211,7 @@ def _restore(index: RedisIndex, records: list[dict[str, Any]]) -> int:
         items.append(Commit(d, entry))
         dhs.append(bytes.fromhex(r["digest_hash"]) if indexed else b"")
     # no lookup came first: the commit checks against what is there now
+    index.decisions([i.decision.id for i in items])
     index.mark = int(index.store.call(index.client.get, index.layout.seq) or 0)
     if index.commit(items, dhs).done != len(items):
         raise BackendUnavailable(

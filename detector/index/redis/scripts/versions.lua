@@ -1,13 +1,13 @@
--- VERSIONS: what COMMIT, DELETE and SWEEP_IDS share about an id's versions and the
--- counts, put before each of them (lua.py).
+-- VERSIONS: what COMMIT and DELETE share about an id's records and the notes of writes,
+-- put before each of them (lua.py).
 
--- A decision record's header (keys.py RECORD): n, r, fp, dg, s and dh (indexed), k (the
+-- A decision record's header (keys.py RECORD): w, n, r, fp, dg, s and dh (indexed), k (the
 -- kept versions: n, r, s, dh, fp each); dh and fp as the record keeps them (16 and 8
--- bytes, fp little endian), dg as keys.pack_digest.
--- (Every decision of an index of layout 4 is a record: `index migrate` rewrote the rest.)
+-- bytes, fp little endian), dg as keys.pack_digest, kept the kept versions' bytes as the
+-- record holds them (count first).
 local function header(v)
-  local n, flags, r, fp, at = struct.unpack('<I4BI4c8', v, 2)
-  local h = {n = n, r = r, fp = fp, k = {}}
+  local w, n, flags, r, fp, at = struct.unpack('<I4I4BI4c8', v, 2)
+  local h = {w = w, n = n, r = r, fp = fp, k = {}}
   local len = string.byte(v, at)
   if len > 0 then h.dg = string.sub(v, at + 1, at + len) end
   at = at + 1 + len
@@ -16,15 +16,14 @@ local function header(v)
     h.s, h.dh = string.sub(v, at + 1, at + len), string.sub(v, at + len + 1, at + len + 16)
     at = at + len + 17
   end
-  local count
-  count, at = struct.unpack('<I2', v, at)
+  local count, from = struct.unpack('<I2', v, at)
   for i = 1, count do
     local kn, kr
-    kn, kr, len, at = struct.unpack('<I4I4B', v, at)
-    h.k[i] = {n = kn, r = kr, s = string.sub(v, at, at + len - 1),
-              dh = string.sub(v, at + len, at + len + 15),
-              fp = string.sub(v, at + len + 16, at + len + 23)}
-    at = at + len + 24
+    kn, kr, len, from = struct.unpack('<I4I4B', v, from)
+    h.k[i] = {n = kn, r = kr, s = string.sub(v, from, from + len - 1),
+              dh = string.sub(v, from + len, from + len + 15),
+              fp = string.sub(v, from + len + 16, from + len + 23)}
+    from = from + len + 24
   end
   return h
 end
@@ -32,39 +31,37 @@ local function name_of(id, r)
   if not r or r == 0 then return id end
   return id .. '\0' .. r
 end
--- The counts (C .. 'counts', keys.py) change atomically with the id map: every script that
--- maps or unmaps numbers does it through `counts(C)`, which adds up the changes and
--- `write`s them once. `documents` is the number of fields of the id hashes below `counted`,
--- every one once `counted` is 'all'; in an index made before the counts, the hashes at or
--- above it are counted later (COUNT_IDS), so what changes in them meanwhile is left out.
-local CAUSES = {'replaced', 'deleted', 'expired'}
-local function counts(C)
-  local counted = redis.call('HGET', C .. 'counts', 'counted')
-  local c = {documents = 0, replaced = 0, deleted = 0, expired = 0}
-  -- n numbers of id hash j mapped (n > 0) or unmapped (n < 0, by `cause`)
-  function c.add(j, n, cause)
-    if counted == 'all' or (counted and j < tonumber(counted)) then
-      c.documents = c.documents + n
-    end
-    if cause then c[cause] = c[cause] - n end
+-- The kept versions as a record holds them: count u16, then n, r, space, dh, fp each.
+local function pack_kept(kept)
+  local parts = {struct.pack('<I2', #kept)}
+  for _, k in ipairs(kept) do
+    parts[#parts + 1] = struct.pack('<I4I4B', k.n, k.r, #k.s) .. k.s .. k.dh .. k.fp
   end
-  function c.map(num, name)
-    local j = math.floor(num / 128)
-    c.add(j, redis.call('HSET', C .. 'id:' .. j, num % 128, name))
+  return table.concat(parts)
+end
+-- A write's note (keys.Note): flags (1: it indexed `name`), the name, then the versions it
+-- took out of the lookups: number, cause ('r' replaced, 'd' deleted), name.
+local function note(indexed, name, gone)
+  local parts = {struct.pack('<BI2', indexed and 1 or 0, #name), name, struct.pack('<I2', #gone)}
+  for _, g in ipairs(gone) do
+    parts[#parts + 1] = struct.pack('<I4c1I2', g.n, g.cause, #g.name) .. g.name
   end
-  -- the number names the version no more, so no lookup finds it (if it still named it)
-  function c.unmap(num, name, cause)
-    local j = math.floor(num / 128)
-    local ids = C .. 'id:' .. j
-    if redis.call('HGET', ids, num % 128) == name then
-      c.add(j, -redis.call('HDEL', ids, num % 128), cause)
-    end
-  end
-  function c.write()
-    if c.documents ~= 0 then redis.call('HINCRBY', C .. 'counts', 'documents', c.documents) end
-    for _, cause in ipairs(CAUSES) do
-      if c[cause] ~= 0 then redis.call('HINCRBY', C .. 'counts', cause, c[cause]) end
-    end
-  end
-  return c
+  return table.concat(parts)
+end
+-- The id's record now, for a write checked against `old`, what the caller read, resting
+-- on the applied mark `seen` (keys.py): a recent write after that mark is newer than
+-- what the caller read; one at or below it was in the shards when the caller read them
+-- (and may have expired there since). False when it has none (never decided, expired or
+-- deleted).
+local function current(C, id, old, seen)
+  local v = redis.call('HGET', C .. 'rd', id)
+  if not v or struct.unpack('<I4', v, 2) <= seen then v = old end
+  if v == '' or string.byte(v, 1) == 0 then return false end
+  return v
+end
+-- How far the recent writes are trimmed (APPLIED): at or below it they have gone to the
+-- shards and off the coordinator. A caller whose reads rest on an applied mark below it
+-- must read again.
+local function recent_base(C)
+  return tonumber(redis.call('GET', C .. 'rtrim') or '0')
 end
