@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The Redis index at scale (key layout 3): an index of --docs documents bulk-loaded
+"""The Redis index at scale (key layout 5): an index of --docs documents bulk-loaded
 (detector.index.redis.bulk), then what it weighs and what a lookup and a decision cost.
 
     python bench/scale.py --docs 1000000 --redis-url redis://localhost:26390/0
@@ -240,7 +240,12 @@ def weigh(fp: Any, n: int, n_texts: int, scheme: BlockScheme) -> None:
         f"{b_keys:,.0f} bucket hashes, {b_keys / tables:,.0f} a table",
         flush=True,
     )
-    for fam, what in (("dec", "a decision key"), ("id", "an id-map hash"), ("dg", "a digest hash")):
+    for fam, what in (
+        ("dc", "a decision hash"),
+        ("dk", "a decision key that expires"),
+        ("id", "an id-map hash"),
+        ("dg", "a digest hash"),
+    ):
         if fam in fp.bytes:
             print(
                 f"model: {what}: {fp.bytes[fam] / fp.keys[fam]:,.1f} B, "

@@ -2,7 +2,7 @@
 can be made with, what each costs in Redis (bytes a document by key family, the entries a
 lookup reads, commands and server CPU a document) and what it finds (recall at a radius).
 
-Everything about Redis here is a model of today's key layout (layout 3, index/redis/keys.py)
+Everything about Redis here is a model of today's key layout (layout 5, index/redis/keys.py)
 with its constants in one table, `Costs`, each calibrated on a measurement named beside it.
 Bucket sizes assume fingerprints spread uniformly over a table's keys (random SimHash bits);
 a real stream's near-duplicates crowd some buckets, which --max-bucket caps.
@@ -68,10 +68,10 @@ class Costs:
     field_hashtable: float = 48.0
     alloc_slack: float = 0.075
     hash_key: float = 100.0
-    # Bytes a document of the other families, at 10^6-10^7 (bench/scale.py, README "At
-    # scale"; on the dev stream: id 13, dec 503-598, dg 98-99):
+    # Bytes a document of the other families, at 10^7 in layout 5 (bench/scale.py, README
+    # "Layout 5"; on the dev stream's 3,000: id 12.6, dc 198, dg 98):
     id: float = 20.6  # id map: hashes of 128 ids
-    dec: float = 536.0  # decisions (JSON header and decision)
+    dec: float = 130.0  # decision records, deflated, in hashes of ~150 (sharded: dc)
     dg: float = 24.0  # digests
     log: float = 67.0  # log, while every document is in it (bounded by LOG_KEEP; dev stream)
     tx: float = 829.0  # a dev-stream text, zstd with the index's dictionary (README "Texts")
@@ -84,17 +84,21 @@ class Costs:
     # 10^7 (479 and 4,324 entries a lookup). It overestimates a small index (114 us
     # against 82.6 measured at 3,000), and does not model `neardup bench`'s figures
     # through Kafka (smaller batches, each snapshot reading the log): it ranks layouts.
+    # Layout 5 reads and writes the same buckets; it was not refitted (its 10^7 decide
+    # path measured 650 us a document on a machine shared with a test run).
     us_bucket_op: float = 1.64
     us_entry: float = 0.0456
     us_rest: float = 19.8
-    other_commands: float = 8.0  # digest, id map, decision, text, the scripts' shares
+    # digest, id map, decision, text, the scripts' shares: layout 5's decide path at 10^7
+    # made 69.5 commands a document, 56 of them bucket reads and appends
+    other_commands: float = 13.5
 
 
 COSTS = Costs()
-MEASURED = {  # bench/scale.py (README "At scale", "Layout 3 against layout 2")
+MEASURED = {  # bench/scale.py (README "At scale", "Layout 3 against layout 2", "Layout 5")
     "k6-b8": "layout 3: tables 478 B/doc at 3,000, 389 at 10^6, 311 at 10^7; decide "
     "82.6 us/doc at 3,000, 133.5 at 10^6, 309 at 10^7; lookup 479 entries at 10^6, "
-    "4,324 at 10^7",
+    "4,324 at 10^7; layout 5 at 10^7: 487 B/doc in all (used_memory), decisions 130",
     "k7-b4-m1": "layout 2 at 10^6: tables 76 B/doc, lookup 1,086 entries, decide 104 us/doc",
 }
 
@@ -199,7 +203,7 @@ def _fullest(mean: float, buckets: int) -> int:
 
 
 def family_bytes(scheme: BlockScheme, docs: int, costs: Costs = COSTS) -> dict[str, float]:
-    """Bytes a document of each key family at `docs` documents (layout 3)."""
+    """Bytes a document of each key family at `docs` documents (layout 5)."""
     entry = entry_bytes(scheme)
     tables = 0.0
     for width in key_widths(scheme):
@@ -441,18 +445,28 @@ class Plan:
 
 
 COORDINATOR_NOTE = (
-    "on a Redis Cluster the coordinator's slot (nd:{NAME}:) holds dec, id, counts and the "
-    "log: dec and id grow with N and cannot be spread (a known limit of layouts 2 and 3); b, dg "
-    "and tx spread over 64 shard tags"
+    "on a Redis Cluster the coordinator's slot (nd:{NAME}:) holds the log, the recent writes "
+    "and the counts, bounded whatever N is; b, id, dec, dg and tx spread over 64 shard tags "
+    "(layout 5), so up to 64 primaries share them"
 )
+RECENT_BYTES = 16_384 * 600  # index.RECENT_KEEP recent records and notes, about 600 B each
+
+
+SHARDED = ("b", "id", "dec", "dg", "tx")
+
+
+def coordinator_bytes(bytes_: dict[str, float], docs: int) -> float:
+    """What the coordinator's slot holds at `docs`: the log (its bytes a document are
+    already bounded by LOG_KEEP) and the recent writes."""
+    return docs * bytes_["log"] + RECENT_BYTES
 
 
 def primaries(bytes_: dict[str, float], docs: int, memory: int) -> int | None:
     """Primaries of `memory` bytes a Redis Cluster needs: the 64 shard tags' data spread
     as evenly as whole tags go, plus the coordinator's slot on one of them; None when the
     coordinator's slot alone, or one tag, outgrows a primary."""
-    coordinator = docs * (bytes_["dec"] + bytes_["id"] + bytes_["log"])
-    per_tag = docs * (bytes_["b"] + bytes_["dg"] + bytes_["tx"]) / SHARD_TAGS
+    coordinator = coordinator_bytes(bytes_, docs)
+    per_tag = docs * sum(bytes_[f] for f in SHARDED) / SHARD_TAGS
     for count in range(1, SHARD_TAGS + 1):
         if coordinator + math.ceil(SHARD_TAGS / count) * per_tag <= memory:
             return count
@@ -511,7 +525,7 @@ def plan(
         if memory is not None:
             r.primaries = primaries(r.bytes, docs, memory)
             if docs * r.total > memory:
-                coordinator = docs * (r.bytes["dec"] + r.bytes["id"] + r.bytes["log"])
+                coordinator = coordinator_bytes(r.bytes, docs)
                 more = (
                     f"a Redis Cluster needs {r.primaries} primaries of {human(memory)}"
                     if r.primaries

@@ -178,7 +178,9 @@ def test_cluster_primaries() -> None:
     assert P.primaries(bytes_, 10**6, 2**40) == 1
     needed = P.primaries(bytes_, 10**8, 64 * 2**30)
     assert needed is not None and needed > 1
-    assert P.primaries(bytes_, 10**9, 64 * 2**30) is None  # dec + id alone: 516 GB
+    # layout 5 spreads everything that grows with N: 2,090 GB over 64 tags, two a primary
+    assert P.primaries(bytes_, 10**9, 64 * 2**30) == 32
+    assert P.primaries(bytes_, 10**11, 64 * 2**30) is None  # one tag outgrows a primary
 
 
 @pytest.mark.parametrize(
