@@ -8,6 +8,11 @@ then deletes it):
 
 At 3,000 ids the 65,536 decision hashes hold about one field each; at 10^7 about 150.
 So the records are also written 150 to a hash (as at 10^7) and weighed there.
+
+Then what sharding costs a batch's read of its ids (a commit's step 0): layout 5's
+RedisIndex.records (the RECENT script on the coordinator, then one pipeline of HGET and
+GET per node) against layout 4's one MGET of the batch's decision keys, 256 ids a batch,
+the median of 5 passes over the 3,000 ids.
 """
 
 from __future__ import annotations
@@ -17,7 +22,9 @@ import gzip
 import json
 import statistics
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -38,6 +45,7 @@ from tests.helpers import layout3_value  # noqa: E402
 
 NAME = "measure-dec"
 DENSE = 150  # fields a decision hash holds at 10^7 ids
+BATCH = 256  # ids a read (serve's --batch-size)
 
 
 def drop(client: redis.Redis) -> None:
@@ -77,9 +85,14 @@ def main() -> None:
             key = f"tmp:measure-dec:{layout}:" + stored.decision.id
             client.set(key, v)
             weights[layout].append(int(client.memory_usage(key, samples=0) or 0))
-            client.delete(key)
+            if layout == "3":
+                client.delete(key)
             sizes[layout].append(len(v))
         sizes["5"].append(len(five))
+    ids = [f.decode("utf-8", "surrogatepass") for f, _ in fields]
+    batches = [ids[at : at + BATCH] for at in range(0, len(ids), BATCH)]
+    sharded = median_ms(batches, index.records)
+    one_mget = median_ms(batches, lambda b: client.mget([f"tmp:measure-dec:4:{i}" for i in b]))
     sparse = sum(int(client.memory_usage(h, samples=0) or 0) for h in hashes)
     dense = 0
     for at in range(0, len(fields), DENSE):
@@ -96,8 +109,20 @@ def main() -> None:
         f"MEMORY USAGE a decision: layout 3 {statistics.mean(weights['3']):.0f} B (a key), "
         f"layout 4 {statistics.mean(weights['4']):.0f} B (a key), layout 5 "
         f"{sparse / n:.0f} B in {len(hashes):,} decision hashes (as at 3,000 ids), "
-        f"{dense / n:.0f} B at {DENSE} a hash (as at 10^7 ids; {encoding!r})"
+        f"{dense / n:.0f} B at {DENSE} a hash (as at 10^7 ids; {encoding!r})\n"
+        f"reading {BATCH} ids' decisions, a batch (median): layout 5 {sharded:.2f} ms "
+        f"(RECENT, then the shards), layout 4 {one_mget:.2f} ms (one MGET)"
     )
+
+
+def median_ms(batches: list[list[str]], read: Any) -> float:
+    took = []
+    for _ in range(5):
+        for batch in batches:
+            started = time.perf_counter()
+            read(batch)
+            took.append((time.perf_counter() - started) * 1000)
+    return statistics.median(took)
 
 
 if __name__ == "__main__":

@@ -173,3 +173,6 @@ def test_the_pairs_of_the_variadic_scripts() -> None:
     recent = lua.Recent.parse([7, [None, value]])
     assert recent == lua.Recent(7, (None, value))
     assert lua.names_reply([b"", b"a\x001"], [3, 4]) == {4: "a\x001"}
+    read = lua.decisions_args([("h1", "k1", b"a"), ("h2", "k2", b"b")])
+    assert read.key == "h1" and read.keys == ("h1", "k1", "h2", "k2") and read.argv == (b"a", b"b")
+    assert lua.decisions_reply([value, None, None, b"k"]) == [(value, None), (None, b"k")]

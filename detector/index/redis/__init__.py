@@ -2,6 +2,9 @@
 Cluster. The key layout is in keys.py; the scripts that run on the server in scripts/.
 
 A batch's commit, one consumer:
+  0. read the batch's ids (redeliveries, re-fetches): RECENT on the coordinator (the
+     applied mark, the recent writes of those ids), then each shard's decision hashes
+     (DECISIONS); the newer write wins
   1. lookup: the coordinator's snapshot (seq, the log since the shards were last complete,
      the retention cutoff), then the shards' buckets and digests, then ids by number
   2. write the texts of the documents to index (a candidate must be verifiable the moment
@@ -10,10 +13,12 @@ A batch's commit, one consumer:
   3. COMMIT script on the coordinator: if seq moved since the lookup, it answers with the
      log entries committed meanwhile; the consumer checks them against its batch (numpy),
      keeps the prefix before the first conflict and asks again. Once nothing new came in,
-     the script numbers the documents, appends them to the log, maps numbers to ids and
-     stores the decisions, atomically, and records the range as pending
-  4. apply the range to the shards (bucket entries, digests), then APPLIED on the
-     coordinator takes it off pending and trims the log
+     the script numbers the writes, appends them to the log, keeps each id's new record
+     and each write's note among the recent writes, atomically, and records the range as
+     pending
+  4. apply the range to the shards (bucket entries, digests, the id map and its counts,
+     the decision records: APPLY_SHARD), then APPLIED on the coordinator takes it off
+     pending and trims the log and the recent writes
 A consumer that dies between 3 and 4 leaves its range pending: lookups keep reading those
 entries from the log, and after REPAIR_AFTER seconds another consumer applies them.
 

@@ -570,24 +570,34 @@ class RedisIndex:
     def records(self, ids: Sequence[str]) -> tuple[int, dict[str, bytes]]:
         """The applied mark the reads rest on, and the ids' current records: the
         coordinator's recent writes first (RECENT), then the shards' decision hashes and
-        keys that expire; the newest write of the three wins, and a tombstone is none.
-        Two round trips, in this order (keys.py: why)."""
+        keys that expire (one DECISIONS script a shard); the newest write of the three
+        wins, and a tombstone is none. Two round trips, in this order (keys.py: why)."""
         ids = list(dict.fromkeys(ids))
         if not ids:
             return self.applied, {}
         recent = lua.Recent.parse(self.store.eval(lua.recent_args(self.layout, ids)))
+        by_shard: dict[int, tuple[list[int], list[tuple[str, str, bytes]]]] = {}
+        for at, i in enumerate(ids):
+            shard, hashed, key, name = self.layout.decisions(i)
+            positions, read = by_shard.setdefault(shard, ([], []))
+            positions.append(at)
+            read.append((hashed, key, name))
         batch = self.store.batch()
-        for i in ids:
-            _, hashed, key, name = self.layout.decisions(i)
-            batch.add(hashed, "HGET", hashed, name)
-            batch.add(key, "GET", key)
-        got = self.store.call(batch.execute)
+        for _, read in by_shard.values():
+            args = lua.decisions_args(read)
+            batch.add(args.key, *args.command())
+        got: list[tuple[bytes | None, bytes | None]] = [(None, None)] * len(ids)
+        for (positions, _), raw in zip(
+            by_shard.values(), self.store.call(batch.execute), strict=True
+        ):
+            for at, pair in zip(positions, lua.decisions_reply(raw), strict=True):
+                got[at] = pair
         out = {}
         for at, i in enumerate(ids):
             mine = recent.values[at]
             if mine and write_of(mine) <= recent.applied:
                 mine = None  # in the shards by now, or expired there
-            found = [v for v in (mine, got[2 * at], got[2 * at + 1]) if v]
+            found = [v for v in (mine, *got[at]) if v]
             if found:
                 newest = max(found, key=write_of)
                 if newest[:1] != TOMBSTONE:

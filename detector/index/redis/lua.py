@@ -38,6 +38,7 @@ APPLIED = _script("applied")
 DELETE = _script("delete", "versions")
 # a shard's (one EVAL per shard in a Batch)
 APPLY_SHARD = _script("apply_shard")
+DECISIONS = _script("decisions")
 SWEEP_IDS = _script("sweep_ids")
 FILTER_BUCKET = _script("filter_bucket")
 SWEEP_BUCKETS = _script("sweep_buckets")
@@ -343,6 +344,20 @@ def apply_shard_args(
             *(a for d in part.decisions for a in d),
         ),
     )
+
+
+def decisions_args(read: Sequence[tuple[str, str, bytes]]) -> Args:
+    """A shard's ids to read, each as its decision hash, its key and its field."""
+    return Args(
+        DECISIONS,
+        tuple(k for hashed, key, _ in read for k in (hashed, key)),
+        tuple(f for *_, f in read),
+    )
+
+
+def decisions_reply(raw: Sequence[Any]) -> list[tuple[bytes | None, bytes | None]]:
+    """Per id, in the order asked: the value in its decision hash and its key's."""
+    return list(zip(raw[::2], raw[1::2], strict=True))
 
 
 def sweep_ids_args(
