@@ -837,7 +837,7 @@ class RedisIndex:
             p.digests.append(self.layout.digest(dh))
             p.digest_fields.append((dh[2:], num))
         for w in writes:
-            changes = [(n, name, op) for n, name, op in w.gone]
+            changes = list(w.gone)
             if w.indexed is not None:
                 changes.append((w.indexed[0], w.name, "m"))
             for n, name, op in changes:
@@ -952,8 +952,8 @@ class RedisIndex:
             if n.indexed:
                 space = bytes(e["space"]).rstrip(b"\0").decode()
                 indexed = (num, int(e["fp"]), space, bytes(e["dh"]))
-            stored_num = 0 if tomb else parse_decision(value, doc_id).current
-            ttl = 0 if tomb else (self.keep if stored_num else self.decision_ttl)
+            indexed_now = not tomb and parse_decision(value, doc_id).current is not None
+            ttl = 0 if tomb else (self.keep if indexed_now else self.decision_ttl)
             writes.append(_Write(doc_id, value, ttl, indexed, n.name, n.gone))
         self._apply(writes, member)
 

@@ -162,12 +162,12 @@ def _moved_decisions(index: RedisIndex, ids: list[str], values: list[Any]) -> li
     batch = index.store.batch()
     for at in missing:
         _, hashed, key, field = index.layout.decisions(ids[at])
-        batch.add(hashed, "HGET", hashed, field)
-        batch.add(key, "GET", key)
-    got = index.store.call(batch.execute)
+        args = lua.decisions_args([(hashed, key, field)])
+        batch.add(args.key, *args.command())
     out = list(values)
-    for n, at in enumerate(missing):
-        out[at] = got[2 * n] or got[2 * n + 1]
+    for at, raw in zip(missing, index.store.call(batch.execute), strict=True):
+        in_hash, own = lua.decisions_reply(raw)[0]
+        out[at] = in_hash or own
     return out
 
 
