@@ -285,7 +285,12 @@ def _detect(args: argparse.Namespace) -> int:
     from .stream.files import FileSource, JsonlSink, open_output
 
     settings = _settings(args)
-    index = MemoryIndex(settings.block_scheme(), args.index, vectors=settings.vector_block_scheme())
+    index = MemoryIndex(
+        settings.block_scheme(),
+        args.index,
+        vectors=settings.vector_block_scheme(),
+        text_window=settings.text_window,
+    )
     detector = settings.detector(index)
     source = FileSource(args.input, args.batch_size, settings.max_bytes, LINE_RAW_KEPT)
     sink = JsonlSink(open_output(args.output, sys.stdout), open_output(args.errors, sys.stderr))
@@ -483,6 +488,7 @@ def _serve(args: argparse.Namespace) -> int:
         observe=REDIS_SECONDS.observe,
         vectors=settings.vector_block_scheme(),
         expected_docs=args.expected_docs,
+        text_window=settings.text_window,
     )
     detector = settings.detector(index, bind=False)
     KERNELS.labels(detector.engine.kernels.name).set(1)
@@ -546,8 +552,15 @@ def _serve(args: argparse.Namespace) -> int:
     loop = Loop(detector, source, sink, Limits(settings.max_bytes, settings.max_tokens))
     loop.tombstones = args.tombstones
     loop.prefetch = args.prefetch
-    if args.retention:  # a slice of the index's keys a second: memory comes back steadily
-        loop.upkeep = lambda: maintenance.sweep(index, shards=SWEEP_SHARDS)
+    if args.retention or settings.text_window is not None:
+
+        def upkeep() -> None:
+            # a slice of the index's keys a second: memory comes back steadily
+            if args.retention:
+                maintenance.sweep(index, shards=SWEEP_SHARDS)
+            index.trim_texts()  # the window also holds when this consumer writes little
+
+        loop.upkeep = upkeep
     with refusals(redis_at):
         Service(loop, health, log_every=args.log_every).run()
     return 0

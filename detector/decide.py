@@ -20,8 +20,14 @@ from .extract import texts as texts_of
 from .index import Candidate, Commit, Entry, Index, Query, record_of, scheme_for, version_id
 from .records import Decision, Document
 from .retry import CONFLICTS
+from .sketch import SHORT_SHINGLES
 from .vectors import default_vector_scheme
 from .verify import LiteralCheck, cosine
+
+# What decided a decision (Decision.evidence): an exact copy's digest; the exact shingle
+# Jaccard of texts; the sketch of a text the index no longer keeps; the cosine of
+# vectors; or, for a unique record, no candidate within the radius.
+DIGEST, TEXT, SKETCH, VECTOR, FINGERPRINT = "digest", "text", "sketch", "vector", "fingerprint"
 
 
 def _quiet(what: str, exc: Exception, wait: float) -> None:
@@ -106,6 +112,7 @@ class Detector:
 
     def _decide(self, docs: list[Document], prints: list[Print]) -> tuple[list[Commit], list[bool]]:
         """The batch's commit items, and which of them answer a stale record."""
+        self.literal.new_batch()
         prior = self.index.decisions([d.id for d in docs])
         found = self.index.lookup([Query(p.space, p.fingerprint, p.digest) for p in prints])
         # One clock reading for the batch's decisions (one a record cost 3% of a vector
@@ -116,8 +123,12 @@ class Detector:
         for p, f in zip(prints, found, strict=True):
             wanted[p.vector is not None].update(c.id for c in f.candidates[: self.max_candidates])
         texts, vectors = (sorted(w - self.literal.cached_ids(w)) for w in wanted)
-        self.literal.load(self.index.texts(texts))
+        got = self.index.texts(texts)
+        self.literal.load(got)
         self.literal.load_vectors(self.index.vectors(vectors))
+        sketches = self._sketches(prints)
+        if self.literal.sketch is not None:  # texts gone from the window: their sketches
+            self._load_sketches([i for i in texts if i not in got])
         near = self._near_in_batch(prints)
         digests: dict[str, str] = {}  # digest -> version of this batch's indexed documents
         decided: dict[str, Decision] = {}  # id -> its latest decision in this batch
@@ -144,7 +155,7 @@ class Detector:
             exact = next((e for e in (f.exact, digests.get(p.digest)) if e and other(e)), None)
             entry = None
             if exact is not None:
-                d = self._decision(doc, p, exact, 0, 1.0, exact=True)
+                d = self._decision(doc, p, exact, 0, 1.0, exact=True, evidence=DIGEST)
             else:
                 local = [
                     Candidate(indexed[j], prints[j].fingerprint, dist)
@@ -155,9 +166,10 @@ class Detector:
                 if p.vector is not None:
                     self.vector_lookups += 1
                     self.vector_candidates += len(stored) + len(local)
-                d = self._verify(doc, p, stored + local, prints, positions)
                 vector = p.packed if p.vector is not None else None
-                entry = Entry(version, p.space, p.fingerprint, p.digest, p.text, vector)
+                d = self._verify(doc, p, stored + local, prints, positions, sketches, i)
+                kept = sketches[i] if len(p.shingles) > SHORT_SHINGLES else b""
+                entry = Entry(version, p.space, p.fingerprint, p.digest, p.text, vector, kept)
             if earlier is not None:
                 d.revision, d.previous_fingerprint = revision, earlier.fingerprint
                 if not self.keep_previous:  # its earlier version leaves, for the batch too
@@ -172,6 +184,30 @@ class Detector:
             items.append(Commit(d, entry, previous=earlier, keep_previous=self.keep_previous))
             decided[doc.id] = d
         return items, stales
+
+    def _sketches(self, prints: list[Print]) -> list[bytes]:
+        """The batch's shingle sketches when texts leave a window (b"" for vectors)."""
+        if self.literal.sketch is None:
+            return [b""] * len(prints)
+        text = [i for i, p in enumerate(prints) if p.vector is None]
+        made = self.engine.kernels.sketches([prints[i].shingles for i in text], self.literal.sketch)
+        out = [b""] * len(prints)
+        for i, s in zip(text, made, strict=True):
+            out[i] = s
+        return out
+
+    def _sketch_of(self, version: str) -> bytes | None:
+        """A candidate's sketch, from the cache or else the index."""
+        if self.literal.sketch is None:
+            return None
+        self._load_sketches([version])
+        return self.literal.sketch_of(version)
+
+    def _load_sketches(self, ids: list[str]) -> None:
+        missing = [i for i in ids if self.literal.sketch_of(i) is None]
+        if missing:
+            for doc_id, s in self.index.sketches(missing).items():
+                self.literal.remember_sketch(doc_id, s)
 
     def _near_in_batch(self, prints: list[Print]) -> dict[int, list[tuple[int, int]]]:
         """For each document, the earlier ones of the batch within distance k."""
@@ -198,38 +234,56 @@ class Detector:
         candidates: list[Candidate],
         batch: list[Print],
         in_batch: dict[str, int],
+        sketches: list[bytes],
+        at: int,
     ) -> Decision:
         """The literal pass: the most similar candidate above the threshold, if any (the
-        shingle Jaccard of texts, the cosine of vectors)."""
-        if not candidates:
-            return self._decision(doc, p, None, None, None)
-        candidates = sorted(candidates, key=lambda c: (c.distance, c.id))[: self.max_candidates]
+        shingle Jaccard of texts, the cosine of vectors). A candidate whose text has left
+        the window of texts kept is judged on its sketch (LiteralCheck.judge)."""
         vector = p.vector is not None
+        if not candidates:
+            return self._decision(doc, p, None, None, None, evidence=FINGERPRINT)
+        candidates = sorted(candidates, key=lambda c: (c.distance, c.id))[: self.max_candidates]
         mine = p.vector if p.vector is not None else p.shingles
         similarity = cosine if vector else self.literal.kernels.jaccard
         threshold = self.literal.cosine if vector else self.literal.threshold
-        best: tuple[float, Candidate] | None = None
+        best: tuple[float, Candidate, str] | None = None
+        evidence = VECTOR if vector else FINGERPRINT  # the weakest that judged a candidate
         for c in candidates:
             theirs: np.ndarray | None
+            sketch: bytes | None = None
             if c.id in in_batch:
                 b = batch[in_batch[c.id]]
                 theirs = b.shingles if b.stored is None else b.stored
+                if self.literal.window == 0 and len(b.shingles) > SHORT_SHINGLES:
+                    # what the index keeps of it, as for a candidate of an earlier batch
+                    theirs, sketch = None, sketches[in_batch[c.id]]
             else:
                 theirs = self.literal.get(c.id)
-            if theirs is None:  # evicted from the cache since the batch's prefetch
+            if theirs is None and sketch is None:  # evicted from the cache since the prefetch
                 if vector:
                     self.literal.load_vectors(self.index.vectors([c.id]))
                 else:
                     self.literal.load(self.index.texts([c.id]))
                 theirs = self.literal.get(c.id)
-            if theirs is None:
+            if theirs is not None:
+                sim = similarity(mine, theirs)
+                if not vector and evidence == FINGERPRINT:
+                    evidence = TEXT
+                if sim >= threshold and (best is None or sim > best[0]):
+                    best = (sim, c, VECTOR if vector else TEXT)
+                continue
+            if sketch is None and not vector:
+                sketch = self._sketch_of(c.id)
+            if sketch is None:
                 continue  # its text has expired: unverifiable, so not a duplicate
-            sim = similarity(mine, theirs)
-            if best is None or sim > best[0]:
-                best = (sim, c)
-        if best is not None and best[0] >= threshold:
-            return self._decision(doc, p, best[1].id, best[1].distance, best[0])
-        return self._decision(doc, p, None, None, None)
+            judged = self.literal.judge(sketches[at], sketch, c.distance)
+            evidence = SKETCH
+            if judged.duplicate and (best is None or judged.estimate.jaccard > best[0]):
+                best = (judged.estimate.jaccard, c, SKETCH)
+        if best is not None:
+            return self._decision(doc, p, best[1].id, best[1].distance, best[0], evidence=best[2])
+        return self._decision(doc, p, None, None, None, evidence=evidence)
 
     def _decision(
         self,
@@ -239,6 +293,7 @@ class Detector:
         distance: int | None,
         similarity: float | None,
         exact: bool = False,
+        evidence: str = TEXT,
     ) -> Decision:
         of, of_revision = record_of(dup) if dup is not None else (None, 0)
         return Decision(
@@ -260,6 +315,7 @@ class Detector:
             decided_at=self._now,
             space=p.space if p.vector is not None else None,
             k=self.k(p.space) if p.vector is not None else None,
+            evidence=evidence,
         )
 
 

@@ -20,6 +20,7 @@ from .features import Featurizer, IdfTable
 from .hashing import fmix64
 from .normalize import casefolds, fold, nfkc_safe
 from .simhash import simhash
+from .sketch import SketchShape, sketches
 from .tokenize import char_classes
 from .verify import ReferenceShingler, shingle_sets
 
@@ -60,6 +61,10 @@ class NumpyKernels(ReferenceShingler):
             shingle_sets(tokens.key, bounds, self.n),
         )
 
+    @staticmethod
+    def sketches(sets: list[np.ndarray], shape: SketchShape) -> list[bytes]:
+        return sketches(sets, shape)
+
 
 class NativeKernels:
     """detector._native, bit for bit the reference's results."""
@@ -89,6 +94,7 @@ class NativeKernels:
             **table,
         )
         self.jaccard = module.jaccard
+        self._sketches = module.sketches
 
     def fold(self, texts: list[str]) -> list[str]:
         """normalize.fold of each text; unicodedata normalizes those that need NFKC."""
@@ -106,6 +112,14 @@ class NativeKernels:
 
     def shingle_sets(self, texts: list[str]) -> list[np.ndarray]:
         return _split(*self._kernels.shingle_sets(_utf8(texts)))
+
+    def sketches(self, sets: list[np.ndarray], shape: SketchShape) -> list[bytes]:
+        if not sets:
+            return []
+        flat = np.concatenate(sets).astype(np.uint64, copy=False)
+        bounds = np.concatenate(([0], np.cumsum([len(s) for s in sets]))).astype(np.int64)
+        made: list[bytes] = self._sketches(flat, bounds, shape.log_bins, shape.bits)
+        return made
 
 
 Kernels = NumpyKernels | NativeKernels

@@ -452,6 +452,34 @@ ENGINE: tuple[Option, ...] = (
         check=at_least(1024 * 1024),
     ),
     _engine(
+        "text-window",
+        "int",
+        None,
+        "the newest N indexed documents keep their texts for the literal pass, and the "
+        "others a 135-byte shingle sketch (0 keeps no text; unset keeps every text, and no "
+        "sketch). A text of at most 64 shingles is always kept: it weighs what a sketch does",
+        metavar="N",
+        check=at_least(0),
+    ),
+    _engine(
+        "sketch-band",
+        "choice",
+        "estimate",
+        "a candidate judged on its sketch whose estimate is within 3.72 standard deviations "
+        "of --threshold (the band): a duplicate when the estimate reaches the threshold "
+        "(estimate, the best F1 measured), when its fingerprint is within "
+        "--sketch-band-distance (distance), always (duplicate) or never (unique)",
+        choices=("estimate", "unique", "duplicate", "distance"),  # = detector.verify.BAND_RULES
+    ),
+    _engine(
+        "sketch-band-distance",
+        "int",
+        3,
+        "with --sketch-band distance: the fingerprint distance within which a banded "
+        "candidate is a duplicate",
+        check=at_least(0),
+    ),
+    _engine(
         "kernels",
         "choice",
         "auto",

@@ -201,6 +201,8 @@ class Decision:
     # candidates; its similarity is then the cosine.
     space: str | None = None
     k: int | None = None
+    # What decided it (decide.py): digest, text, sketch, vector or fingerprint
+    evidence: str | None = None
     # Not published: the digest of the content decided on, so that a record of this id
     # delivered again is told apart from a changed one.
     digest: str = ""
@@ -219,6 +221,8 @@ class Decision:
             "fingerprint": f"{self.fingerprint:016x}",
             "exact": self.exact,
         }
+        if self.evidence is not None:
+            out["evidence"] = self.evidence
         # The optional fields only when set: a plain record's decision stays as it was.
         if self.duplicate_of_revision:
             out["duplicate_of_revision"] = self.duplicate_of_revision
@@ -274,6 +278,7 @@ class Decision:
             extraction=d.get("extraction"),
             space=d.get("space"),
             k=d.get("k"),
+            evidence=d.get("evidence"),
             digest=digest,
         )
 

@@ -14,6 +14,7 @@ from .features import FeatureConfig, Featurizer, IdfTable
 from .index import Index
 from .kernels import Kernels
 from .options import default
+from .sketch import SketchShape
 from .vectors import parse_vector_scheme
 from .verify import LiteralCheck
 
@@ -48,6 +49,9 @@ class EngineSettings:
     keep_old_versions: bool = default("keep-old-versions")
     literal_memory: int = default("literal-memory")
     kernels: str = default("kernels")
+    text_window: int | None = default("text-window")
+    sketch_band: str = default("sketch-band")
+    sketch_band_distance: int = default("sketch-band-distance")
 
     def engine(self) -> Engine:
         weights = IdfTable.load(self.idf) if self.idf else None
@@ -81,6 +85,10 @@ class EngineSettings:
             cache_bytes=self.literal_memory,
             cosine=self.cosine,
             kernels=kernels,
+            sketch=SketchShape() if self.text_window is not None else None,
+            band_rule=self.sketch_band,
+            band_distance=self.sketch_band_distance,
+            window=self.text_window,
         )
 
     def detector(self, index: Index, bind: bool = True) -> Detector:

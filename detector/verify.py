@@ -9,11 +9,14 @@ operations; sets are compared exactly (up to 64-bit hash collisions).
 from __future__ import annotations
 
 from collections import OrderedDict
+from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
 
+from .errors import ConfigError
 from .hashing import combine
+from .sketch import Estimate, SketchShape, estimate
 from .tokenize import tokenize
 
 SHINGLE_BITS = 48  # leaves 16 bits for the text's number when a batch is sorted at once
@@ -99,10 +102,29 @@ class ReferenceShingler:
         return jaccard(a, b)
 
 
+# How far from the threshold a sketch's estimate must be for its verdict to stand: a
+# pair on the other side of the threshold lands beyond Z standard deviations about once
+# in 10,000 (one-sided normal tail 1e-4).
+Z = 3.72
+# Where the estimate falls within Z standard deviations of the threshold (the band), a
+# declared rule decides: "estimate" (a duplicate when the estimate reaches the threshold),
+# "unique" (not a duplicate), "duplicate", or "distance": a duplicate when its fingerprint
+# is within `band_distance` of the candidate's.
+BAND_RULES = ("estimate", "unique", "duplicate", "distance")
+
+
+@dataclass(frozen=True)
+class SketchJudgment:
+    duplicate: bool
+    estimate: Estimate
+    banded: bool  # decided by the band rule, not by the estimate alone
+
+
 class LiteralCheck:
     """Similarity of a new text to indexed texts (or of a vector to indexed vectors), with
     a cache of indexed shingle sets and vectors, bounded by entries and by bytes (the
-    least recently used go first)."""
+    least recently used go first); and, where an indexed text is no longer kept, the
+    judgment of its shingle sketch (`sketch`: None when the index keeps every text)."""
 
     def __init__(
         self,
@@ -112,17 +134,41 @@ class LiteralCheck:
         cache_bytes: int = DEFAULT_CACHE_BYTES,
         cosine: float = 0.9,
         kernels: Shingler | None = None,
+        sketch: SketchShape | None = None,
+        band_rule: str = "estimate",
+        band_distance: int = 3,
+        window: int | None = None,
     ) -> None:
+        if band_rule not in BAND_RULES:
+            raise ConfigError(f"unknown sketch band rule {band_rule!r}: one of {BAND_RULES}")
         self.threshold = threshold
+        self.sketch = sketch
+        self.band_rule = band_rule
+        self.band_distance = band_distance
+        self._sketches: OrderedDict[str, bytes] = OrderedDict()
         self.kernels: Shingler = kernels or ReferenceShingler(n)
         self.cosine = cosine  # for vectors
         self.n = n
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        # With a window of texts (`window`, the index's), the cache keeps the newest
+        # `window` sets this process indexed, oldest out first however often they are
+        # read: it never holds a text the index no longer keeps for longer than the index
+        # would. Sets read from the index serve the batch that read them (`_loaded`).
+        self.window = window
+        self._loaded: dict[str, np.ndarray] = {}
+        self._sketch_cache = cache_size  # sketches: 135 bytes each
+        if window is not None:
+            cache_size = min(cache_size, window)
         self._cache_size = cache_size
         self._cache_bytes = cache_bytes
         self.cached_bytes = 0
 
+    def new_batch(self) -> None:
+        self._loaded.clear()
+
     def remember(self, doc_id: str, shingles: np.ndarray) -> None:
+        if self._cache_size == 0:
+            return
         old = self._cache.pop(doc_id, None)
         if old is not None:
             self.cached_bytes -= old.nbytes
@@ -132,7 +178,7 @@ class LiteralCheck:
             self.cached_bytes -= self._cache.popitem(last=False)[1].nbytes
 
     def cached_ids(self, ids: set[str]) -> set[str]:
-        return {i for i in ids if i in self._cache}
+        return {i for i in ids if i in self._cache or i in self._loaded}
 
     def load(self, texts: dict[str, str]) -> None:
         """Tokenize many indexed texts at once and cache their shingle sets."""
@@ -140,14 +186,44 @@ class LiteralCheck:
             return
         sets = self.kernels.shingle_sets(list(texts.values()))
         for doc_id, shingles in zip(texts, sets, strict=True):
-            self.remember(doc_id, shingles)
+            if self.window is None:
+                self.remember(doc_id, shingles)
+            else:
+                self._loaded[doc_id] = shingles
 
     def load_vectors(self, vectors: dict[str, np.ndarray]) -> None:
         for doc_id, v in vectors.items():
             self.remember(doc_id, v)
 
+    def remember_sketch(self, doc_id: str, sketch: bytes) -> None:
+        self._sketches[doc_id] = sketch
+        self._sketches.move_to_end(doc_id)
+        while len(self._sketches) > self._sketch_cache:
+            self._sketches.popitem(last=False)
+
+    def sketch_of(self, doc_id: str) -> bytes | None:
+        return self._sketches.get(doc_id)
+
+    def judge(self, mine: bytes, theirs: bytes, distance: int) -> SketchJudgment:
+        """A candidate whose text is gone, judged on sketches: sure outside the band of Z
+        standard deviations around the threshold, else by the band rule."""
+        e = estimate(mine, theirs, self.threshold)
+        margin = Z * e.sigma
+        if e.bound < self.threshold or e.jaccard < self.threshold - margin:
+            return SketchJudgment(False, e, False)
+        if e.jaccard >= self.threshold + margin:
+            return SketchJudgment(True, e, False)
+        if self.band_rule == "estimate":
+            return SketchJudgment(e.jaccard >= self.threshold, e, True)
+        if self.band_rule == "distance":
+            return SketchJudgment(distance <= self.band_distance, e, True)
+        return SketchJudgment(self.band_rule == "duplicate", e, True)
+
     def get(self, doc_id: str) -> np.ndarray | None:
-        found = self._cache.get(doc_id)
+        found = self._loaded.get(doc_id)
         if found is not None:
+            return found
+        found = self._cache.get(doc_id)
+        if found is not None and self.window is None:
             self._cache.move_to_end(doc_id)
         return found

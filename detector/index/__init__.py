@@ -60,6 +60,9 @@ class Entry:
     digest: str  # of the normalized token stream (or the vector): equal means exact copies
     text: str  # normalized, for the literal second pass
     vector: bytes | None = None  # a vector's stored form (vectors.pack), kept instead of text
+    # the text's shingle sketch (detector.sketch), kept while the version is indexed,
+    # after its text has left the window of texts kept; b"" for a vector
+    sketch: bytes = b""
 
 
 @dataclass(frozen=True)
@@ -123,7 +126,12 @@ class Index(Protocol):
         checks against what was indexed since this lookup."""
 
     def texts(self, ids: Sequence[str]) -> dict[str, str]:
-        """Normalized texts of indexed documents (those still kept)."""
+        """Normalized texts of indexed documents (those still kept: not expired, and
+        within the window of texts kept, `text_window`)."""
+
+    def sketches(self, ids: Sequence[str]) -> dict[str, bytes]:
+        """Shingle sketches of indexed documents (those that have one: every text indexed
+        with a sketch, whether or not its text is still kept)."""
 
     def vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
         """Stored vectors of indexed documents (those still kept), float32 of length 1."""

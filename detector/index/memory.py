@@ -83,9 +83,12 @@ class MemoryIndex:
         max_bucket: int = DEFAULT_MAX_BUCKET,
         vectors: BlockScheme | None = None,
         codec: Codec | None = None,
+        text_window: int | None = None,
     ) -> None:
         if max_bucket < 1:
             raise ConfigError("max_bucket must be at least 1")
+        if text_window is not None and text_window < 0:
+            raise ConfigError(f"text_window must be 0 or more, got {text_window}")
         self.scheme = scheme
         self.vector_scheme = vectors or default_vector_scheme()
         self.namespace = namespace
@@ -98,7 +101,12 @@ class MemoryIndex:
         self._templates: MemoryTemplates | None = None
         self._spaces: dict[str, _Space] = {}
         self._digests: dict[str, str] = {}
+        # versions -> texts, oldest first: of the texts with a sketch, the newest
+        # text_window keep theirs (None: all); a text without one is kept
+        self.text_window = text_window
         self._texts: dict[str, bytes | str] = {}
+        self._windowed: dict[str, None] = {}  # the versions of texts with a sketch, in order
+        self._sketches: dict[str, bytes] = {}
         self._vectors: dict[str, bytes] = {}
         self._decisions: dict[str, Decision] = {}
         self._where: dict[str, tuple[_Space, int]] = {}  # version -> its fingerprint's place
@@ -190,6 +198,9 @@ class MemoryIndex:
                 out[i] = self.codec.unpack(t) if isinstance(t, bytes) else t
         return out
 
+    def sketches(self, ids: Sequence[str]) -> dict[str, bytes]:
+        return {i: self._sketches[i] for i in ids if i in self._sketches}
+
     def vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
         return {i: unpack(self._vectors[i]) for i in ids if i in self._vectors}
 
@@ -197,8 +208,12 @@ class MemoryIndex:
         for e in entries:
             if self._digests.setdefault(e.digest, e.id) == e.id:
                 self._digest_of[e.id] = e.digest
+            if e.sketch:
+                self._sketches[e.id] = e.sketch
             if e.vector is not None:
                 self._vectors[e.id] = e.vector
+            elif e.sketch and self.text_window == 0:
+                pass  # the sketch stands for it
             elif not self.compress:
                 self._texts[e.id] = e.text
             else:
@@ -219,6 +234,13 @@ class MemoryIndex:
             else:
                 space.ids[pos].append(e.id)
             self._where[e.id] = (space, pos)
+            if e.sketch and e.id in self._texts:
+                self._windowed[e.id] = None
+        if self.text_window is not None:
+            while len(self._windowed) > self.text_window:  # the oldest texts go first
+                gone = next(iter(self._windowed))
+                del self._windowed[gone]
+                self._texts.pop(gone, None)
         for space in self._spaces.values():
             if len(space.fps) - space.merged >= TAIL:
                 self._merge(space)
@@ -291,6 +313,8 @@ class MemoryIndex:
         fingerprint stays in the tables (sorted arrays are not worth rewriting for one
         document) but names it no more."""
         self._texts.pop(version, None)
+        self._windowed.pop(version, None)
+        self._sketches.pop(version, None)
         self._vectors.pop(version, None)
         place = self._where.pop(version, None)
         if place is not None:
@@ -318,13 +342,15 @@ class MemoryIndex:
 
     def stats(self) -> dict[str, int]:
         return {
-            "documents": len(self._texts) + len(self._vectors),
+            "documents": len(self._where),
             "vectors": len(self._vectors),
             "fingerprints": sum(len(s.fps) for s in self._spaces.values()),
             "table_bytes": sum(
                 a.nbytes for s in self._spaces.values() for a in (*s.keys, *s.members)
             ),
             "text_bytes": sum(len(t) for t in self._texts.values()),
+            "texts": len(self._texts),
+            "sketch_bytes": sum(map(len, self._sketches.values())),
             "text_dictionary": self.codec.dictionary_id,
             "text_dictionary_bytes": len(self.codec.dictionary or b""),
             "vector_bytes": sum(len(v) for v in self._vectors.values()),

@@ -15,6 +15,12 @@ The dictionary is trained on the first texts an index writes (`Sample`), once pe
 the index keeps it (the memory index in memory, the Redis index in a key of its own,
 keys.py) and every writer of the index packs with it. A reader that meets a frame naming a
 dictionary it has not loaded asks the index for it (`Codec.missing`, `Codec.use`).
+
+Beside its text, an index keeps each document's shingle sketch (detector.sketch), which
+stays when the text leaves the window of texts kept (`--text-window`). The Redis index
+keeps the two in one value (`join`): SKETCHED, the sketch's length (uint16 LE), the sketch,
+then the packed text or nothing once the text is trimmed. SKETCHED read as an LZ4 length
+would be 4 GiB, and it is not a zstd magic, so the three forms never meet.
 bench/texts.py measures the forms, levels and sample sizes (README, "Texts").
 """
 
@@ -30,6 +36,7 @@ import zstandard
 from ..errors import ConfigError
 
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+SKETCHED = b"SKT\xfe"
 DICTIONARY_MAGIC = b"\x37\xa4\x30\xec"  # the first 4 bytes of a zstd dictionary; its id next
 # Level 5 with the dictionary: 0.33 of LZ4's bytes on the text dev stream at 33 us a text;
 # level 3 took 0.37 at 19 us, level 6 0.32 at 50 us (bench/texts.py, README "Texts").
@@ -190,3 +197,17 @@ class Sample:
                 if len(again) < len(packed):
                     out.append((name, packed, again))
         return out
+
+
+def join(sketch: bytes, packed: bytes | None) -> bytes:
+    """A sketch and a packed text (None: the text is not kept) as one stored value."""
+    return SKETCHED + len(sketch).to_bytes(2, "little") + sketch + (packed or b"")
+
+
+def split(value: bytes) -> tuple[bytes | None, bytes | None]:
+    """(sketch, packed text) of a stored value: a value written before sketches is a
+    packed text alone, and a trimmed one a sketch alone."""
+    if not value.startswith(SKETCHED):
+        return None, value
+    end = 6 + int.from_bytes(value[4:6], "little")
+    return value[6:end], value[end:] or None

@@ -575,6 +575,84 @@ fn jaccard(py: Python<'_>, a: PyBuffer<u64>, b: PyBuffer<u64>) -> PyResult<f64> 
     Ok(inter as f64 / (a.len() + b.len() - inter) as f64)
 }
 
+const SKETCH_ORDER_SEED: u64 = 0x5BD1E9955BD1E995; // sketch._ORDER_SEED
+const SKETCH_BITS_SEED: u64 = 0x27D4EB2F165667C5; // sketch._BITS_SEED
+const SKETCH_PROBE_SEED: u64 = 0x165667B19E3779F9; // sketch._PROBE_SEED
+
+/// sketch.sketches: the b-bit one-permutation MinHash of each shingle set (values[bounds[d]
+/// .. bounds[d + 1]]), densified by each empty bin's probe sequence, as bytes.
+#[pyfunction]
+fn sketches<'py>(
+    py: Python<'py>,
+    values: PyBuffer<u64>,
+    bounds: PyBuffer<i64>,
+    log_bins: u32,
+    bits: u32,
+) -> PyResult<Vec<Bound<'py, PyBytes>>> {
+    if !(3..=16).contains(&log_bins) || ![1, 2, 4, 8].contains(&bits) {
+        return Err(PyValueError::new_err("sketch: bins 2^3..2^16, bits 1, 2, 4 or 8"));
+    }
+    let (values, bounds) = (values.to_vec(py)?, bounds.to_vec(py)?);
+    let k = 1usize << log_bins;
+    let shift = 64 - log_bins;
+    let mask = (1u64 << bits) - 1;
+    let packed = py.detach(|| {
+        let mut out = Vec::with_capacity(bounds.len().saturating_sub(1));
+        let mut least = vec![u64::MAX; k];
+        let mut kept = vec![0u8; k];
+        let mut filled = vec![false; k];
+        for d in 0..bounds.len().saturating_sub(1) {
+            let set = &values[bounds[d] as usize..bounds[d + 1] as usize];
+            least.fill(u64::MAX);
+            kept.fill(0);
+            filled.fill(false);
+            for &x in set {
+                let order = fmix64(x ^ SKETCH_ORDER_SEED);
+                let bin = (order >> shift) as usize;
+                if !filled[bin] || order < least[bin] {
+                    least[bin] = order;
+                    filled[bin] = true;
+                    kept[bin] = (fmix64(x ^ SKETCH_BITS_SEED) & mask) as u8;
+                }
+            }
+            let mut bins = kept.clone();
+            if !set.is_empty() {
+                for i in 0..k {
+                    if filled[i] {
+                        continue;
+                    }
+                    let mut j = 0u64;
+                    loop {
+                        let probe =
+                            (fmix64((j * k as u64 + i as u64) ^ SKETCH_PROBE_SEED) >> shift) as usize;
+                        if filled[probe] {
+                            bins[i] = kept[probe];
+                            break;
+                        }
+                        j += 1;
+                    }
+                }
+            }
+            let per = (8 / bits) as usize;
+            let mut sketch = Vec::with_capacity(7 + k / per);
+            sketch.push(b'S');
+            sketch.push(bits as u8);
+            sketch.push(log_bins as u8);
+            sketch.extend_from_slice(&(set.len().min(u32::MAX as usize) as u32).to_le_bytes());
+            for group in bins.chunks(per) {
+                let mut byte = 0u8;
+                for (t, &v) in group.iter().enumerate() {
+                    byte |= v << (t as u32 * bits);
+                }
+                sketch.push(byte);
+            }
+            out.push(sketch);
+        }
+        out
+    });
+    Ok(packed.iter().map(|s| PyBytes::new(py, s)).collect())
+}
+
 /// The Redis index's bucket names (index/redis/keys.py, Layout.buckets): for bucket i,
 /// prefixes[which[i]] + "{table}:{key:x}", as bytes.
 #[pyfunction]
@@ -610,5 +688,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Kernels>()?;
     m.add_function(wrap_pyfunction!(jaccard, m)?)?;
     m.add_function(wrap_pyfunction!(bucket_names, m)?)?;
+    m.add_function(wrap_pyfunction!(sketches, m)?)?;
     Ok(())
 }

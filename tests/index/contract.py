@@ -3,7 +3,8 @@ once. pytest does not collect this module; a suite runs it by subclassing IndexC
 in a test module that provides three fixtures:
 
   make_index  a factory of fresh, empty indexes: make_index(scheme=DEFAULT, max_bucket=...,
-              vectors=None), vectors: the scheme of vector spaces (None: the default)
+              vectors=None, text_window=None), vectors: the scheme of vector spaces (None:
+              the default), text_window: the newest texts with a sketch that keep their text
   scheme      the BlockScheme of the lookup tests (parametrize it over what to check)
   unmerged    how many entries a lookup may read beyond a bucket's newest max_bucket (the
               memory index's unsorted tail, which is scanned whole); 0 for Redis
@@ -19,6 +20,7 @@ for every example, and each example makes its own fresh index with it.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from itertools import pairwise
 
 import numpy as np
@@ -33,6 +35,7 @@ from detector.index.memory import MemoryIndex
 from detector.index.texts import SAMPLE_TEXTS
 from detector.records import Decision
 from detector.settings import EngineSettings
+from detector.sketch import SketchShape, sketches
 from detector.vectors import default_vector_scheme, pack, units
 
 from ..helpers import (
@@ -493,3 +496,44 @@ class IndexContract:
         # the sample once more, through the same index: every record gets its decision again
         replayed = decide_in_batches(index, raw)
         assert [d.to_dict() for d in replayed] == [d.to_dict() for d in got]
+
+    # ------------------------------------------------------------- the window of texts
+
+    def test_a_window_keeps_the_newest_texts_and_every_sketch(self, make_index: MakeIndex) -> None:
+        """With --text-window 20, the newest 20 texts written with a sketch keep their
+        text (give or take the batch that crossed the window, on Redis, which trims as it
+        writes), the oldest lose it first, and every document keeps its sketch, bit for
+        bit; a text without a sketch (a short one) is kept whatever its age. A deleted
+        document's sketch goes with it."""
+        index = make_index(text_window=20)
+        shape = SketchShape()
+        texts = [f"document {n} " + " ".join(f"w{n}x{j}" for j in range(80)) for n in range(100)]
+        made = sketches([np.arange(n, n + 90, dtype=np.uint64) for n in range(100)], shape)
+        entries = [
+            replace(entry(f"d{n}", n * 0x9E3779B97F4A7C15 % 2**64, text=texts[n]), sketch=made[n])
+            for n in range(100)
+        ]
+        short = entry("short", 12345, text="a short text")
+        add(index, [short])
+        for at in range(0, 100, 5):
+            add(index, entries[at : at + 5])
+        trim = getattr(index, "trim_texts", None)
+        if trim is not None:
+            trim()
+        ids = [e.id for e in entries]
+        kept = index.texts(ids)
+        assert 15 <= len(kept) <= 20
+        assert set(kept) == set(ids[-len(kept) :])  # the oldest went first
+        assert all(kept[i] == texts[int(i[1:])] for i in kept)
+        assert index.sketches(ids) == {e.id: e.sketch for e in entries}
+        assert index.texts(["short"]) == {"short": "a short text"}
+        assert index.delete(["d0"]) == ["d0"]
+        assert "d0" not in index.sketches(["d0"])
+
+    def test_a_window_of_none_keeps_no_text_with_a_sketch(self, make_index: MakeIndex) -> None:
+        index = make_index(text_window=0)
+        sketch = sketches([np.arange(100, dtype=np.uint64)])[0]
+        add(index, [replace(entry("long", 1, text="a long text"), sketch=sketch)])
+        add(index, [entry("short", 2**40, text="a short text")])
+        assert index.texts(["long", "short"]) == {"short": "a short text"}
+        assert index.sketches(["long", "short"]) == {"long": sketch}

@@ -37,8 +37,11 @@ def make_index(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) 
         scheme: BlockScheme = DEFAULT,
         max_bucket: int = DEFAULT_MAX_BUCKET,
         vectors: BlockScheme | None = None,
+        text_window: int | None = None,
     ) -> Index:
-        return MemoryIndex(scheme, "contract", max_bucket=max_bucket, vectors=vectors)
+        return MemoryIndex(
+            scheme, "contract", max_bucket=max_bucket, vectors=vectors, text_window=text_window
+        )
 
     return make
 

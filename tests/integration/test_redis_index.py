@@ -41,10 +41,13 @@ def make_index(request: pytest.FixtureRequest) -> Iterator[MakeIndex]:
         scheme: BlockScheme = DEFAULT,
         max_bucket: int = DEFAULT_MAX_BUCKET,
         vectors: BlockScheme | None = None,
+        text_window: int | None = None,
     ) -> Index:
         name = unique("index")
         made.append(name)
-        return RedisIndex(client, scheme, name, max_bucket=max_bucket, vectors=vectors)
+        return RedisIndex(
+            client, scheme, name, max_bucket=max_bucket, vectors=vectors, text_window=text_window
+        )
 
     try:
         yield make

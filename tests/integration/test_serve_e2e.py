@@ -161,10 +161,14 @@ def test_three_consumers_decide_like_detect_and_again_on_redelivery(
 # small-cache: the literal pass keeps few shingle sets, so most candidates' texts are read
 # back from Redis (the most the cache holds of the stream's longest record and a few more)
 SMALL_CACHE = ["--literal-memory", "1700000"]
+# sketches: no text kept but the shortest, every other candidate judged on its sketch
+SKETCHES = ["--text-window", "0"]
 
 
 @pytest.mark.parametrize(
-    "extra", [[], ["--prefetch"], SMALL_CACHE], ids=["inline", "prefetch", "small-cache"]
+    "extra",
+    [[], ["--prefetch"], SMALL_CACHE, SKETCHES],
+    ids=["inline", "prefetch", "small-cache", "sketches"],
 )
 def test_one_consumer_on_one_partition_decides_exactly_like_detect(
     names: Names,
@@ -177,7 +181,8 @@ def test_one_consumer_on_one_partition_decides_exactly_like_detect(
     the same algorithm: the same decision for every record, and the same scores; with
     the next batch prepared in a thread too (--prefetch), and with the candidates' texts
     read back from Redis, most of them packed with the index's text dictionary (made
-    once serve had written index.texts.SAMPLE_TEXTS texts)."""
+    once serve had written index.texts.SAMPLE_TEXTS texts); and with no text kept, where
+    the candidates are judged on the sketches read from Redis, with the evidence said."""
     records = read_jsonl(STREAM_2K)
     ids = [r["id"] for r in records]
     create_topics({names.input: 1})
@@ -185,20 +190,26 @@ def test_one_consumer_on_one_partition_decides_exactly_like_detect(
     produce_file(STREAM_2K, names.input, 1)
     missing = decisions.wait_for(ids, DECIDE_TIMEOUT, idle=1.0)
     assert not missing, f"{len(missing)} records undecided, e.g. {missing[:5]}\n{logs([server])}"
-    run_detector(["detect", str(STREAM_2K), "-o", str(tmp_path / "detect.jsonl")])
+    window = extra if extra == SKETCHES else []
+    run_detector(["detect", str(STREAM_2K), "-o", str(tmp_path / "detect.jsonl"), *window])
     reference = read_jsonl(tmp_path / "detect.jsonl")
     final = check_invariants(records, decisions.by_id(), reference)
     differ = [
-        (r["id"], verdict(r), verdict(final[r["id"]]))
+        (r["id"], verdict(r), r["evidence"], verdict(final[r["id"]]), final[r["id"]]["evidence"])
         for r in reference
-        if verdict(r) != verdict(final[r["id"]])
+        if (verdict(r), r["evidence"]) != (verdict(final[r["id"]]), final[r["id"]]["evidence"])
     ]
     assert not differ, f"{len(differ)} records decided differently by serve: {differ[:5]}"
     got = scores([final[i] for i in ids], STREAM_2K_TRUTH, tmp_path, "serve")
     want = scores(reference, STREAM_2K_TRUTH, tmp_path, "detect")
     assert got == want
     assert server.stop() == 0, logs([server])
-    assert RedisIndex.open(redis_client(), names.index).stats()["text_dictionary"]
+    evidence = {final[i]["evidence"] for i in ids}
+    if extra == SKETCHES:
+        assert {"sketch", "digest", "fingerprint"} <= evidence
+    else:
+        assert "sketch" not in evidence
+        assert RedisIndex.open(redis_client(), names.index).stats()["text_dictionary"]
 
 
 def test_hot_buckets_are_counted_logged_and_in_index_stats(

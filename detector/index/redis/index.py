@@ -36,7 +36,7 @@ from .. import (
     record_of,
     scheme_for,
 )
-from ..texts import Codec, Sample
+from ..texts import Codec, Sample, join, split
 from . import lua
 from .keys import (
     IDS_PER_HASH,
@@ -76,6 +76,10 @@ TRIM_CHUNK = 2_048  # recent writes an APPLIED trims at most: about 2 ms of the 
 CUTS_NAMED = 8  # buckets cut back that a log line names; the rest are counted
 REPAIR_AFTER = 30.0  # seconds a committed range may stay unapplied before others apply it
 COMMIT_ROUNDS = 50  # stale answers in a row before the batch is decided afresh
+# A process trims the index's texts to the window every TRIM_EVERY texts it writes into it
+# (or a sixteenth of a smaller window), TEXTS_TRIMMED a shard's script at most.
+TRIM_EVERY, TEXTS_TRIMMED = 1024, 512
+QUEUE = object()  # trim_texts: where each shard's queue goes in a command
 # What `stats` reports of the counts (keys.py), in this order.
 COUNTS = ("documents", "committed", "replaced", "deleted", "expired")
 
@@ -174,8 +178,17 @@ class RedisIndex:
         vectors: BlockScheme | None = None,
         codec: Codec | None = None,
         expected_docs: int | None = None,
+        text_window: int | None = None,
     ) -> None:
         self.layout = Layout(namespace)
+        if text_window is not None and text_window < 0:
+            raise ConfigError(f"--text-window must be 0 or more, not {text_window}")
+        if text_window is not None and text_ttl:
+            raise ConfigError(
+                "--text-ttl and --text-window: a text's key holds its sketch too, which must "
+                "stay as long as the document is indexed; with a window, texts leave by "
+                "count (use --retention for both)"
+            )
         if retention < 0 or text_ttl < 0 or decision_ttl < 0 or max_bucket < 1:
             raise ConfigError("retention and TTLs must be >= 0 and max_bucket >= 1")
         if expected_docs is not None:
@@ -222,6 +235,14 @@ class RedisIndex:
         # trains one on, and what it packs again once there is one (its own or another's).
         self._sample: Sample | None = Sample() if self.codec.with_dictionary else None
         self.made_dictionary = False  # this process's dictionary is the index's
+        # The newest text_window texts with a sketch keep their text (None: every text,
+        # and no sketch is written): this process trims the index's texts to the window
+        # every `trim_every` texts it writes into it (trim_texts).
+        self.text_window = text_window
+        self.trim_every = min(TRIM_EVERY, max(1, (text_window or 0) // 16))
+        self._windowed = 0  # texts written into the window since the last trim
+        self._sample_sketches: dict[str, bytes] = {}  # of the sampled texts, to repack
+        self._sketches_read: dict[str, bytes] = {}  # by the last read of texts
 
     def templates(self, threshold: int) -> RedisTemplates:
         """The site-template model in this index's shards, shared by its consumers."""
@@ -532,10 +553,27 @@ class RedisIndex:
         return out
 
     def texts(self, ids: Sequence[str]) -> dict[str, str]:
-        packed = self._per_version(ids, self.layout.text)
+        packed = {}
+        self._sketches_read = {}
+        for i, value in self._per_version(ids, self.layout.text).items():
+            sketch, text = split(value)
+            if sketch is not None:
+                self._sketches_read[i] = sketch
+            if text is not None:
+                packed[i] = text
         if self.codec.missing(packed.values()):  # written by a consumer with the dictionary
             self._load_dictionary()
         return {i: self.codec.unpack(v) for i, v in packed.items()}
+
+    def sketches(self, ids: Sequence[str]) -> dict[str, bytes]:
+        """The ids' sketches; those the last read of texts saw are not read again."""
+        out = {i: self._sketches_read[i] for i in ids if i in self._sketches_read}
+        rest = [i for i in ids if i not in out]
+        for i, value in self._per_version(rest, self.layout.text).items():
+            sketch, _ = split(value)
+            if sketch is not None:
+                out[i] = sketch
+        return out
 
     def vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
         return {i: unpack(v) for i, v in self.packed_vectors(ids).items()}
@@ -726,31 +764,106 @@ class RedisIndex:
         return len(indexing)
 
     def _write_texts(self, indexing: Sequence[Any]) -> set[int]:
-        """Store the texts of the documents about to be indexed; positions actually
-        written (a text already there belongs to an earlier decision of that id)."""
+        """Store the texts (and sketches) of the documents about to be indexed; positions
+        actually written (a text already there belongs to an earlier decision of that id).
+        With a window, a text with a sketch joins its shard's queue (tq), scored by the
+        write number this process last read: trim_texts takes the oldest out."""
         at = [i for i, e in enumerate(indexing) if e is not None]
         if not at:
             return set()
         batch = self.store.batch()
         expiry = ("EX", self.text_ttl) if self.text_ttl else ()
-        values = []
+        packs: list[bytes | None] = []
+        queued: list[str] = []
         for i in at:
             e = indexing[i]
+            packed = None
             if e.vector is not None:  # a vector is kept instead of its text
                 key, value = self.layout.vector(e.id), e.vector
             else:
-                key, value = self.layout.text(e.id), self.codec.pack(e.text)
-            values.append(value)
+                key = self.layout.text(e.id)
+                if e.text and not (e.sketch and self.text_window == 0):
+                    packed = self.codec.pack(e.text)
+                value = join(e.sketch, packed) if e.sketch else packed
+                if e.sketch and packed is not None and self.text_window is not None:
+                    queued.append(e.id)
+            packs.append(packed)
             batch.add(key, "SET", key, value, "NX", *expiry)
-        written = {i for i, ok in zip(at, self.store.call(batch.execute), strict=True) if ok}
+        for name in queued:
+            queue = self.layout.text_queue(text_shard(name))
+            batch.add(queue, "ZADD", queue, self.read_mark, name)
+        replies = self.store.call(batch.execute)
+        written = {i for i, ok in zip(at, replies[: len(at)], strict=True) if ok}
         if self._sample is not None:
-            for i, value in zip(at, values, strict=True):
+            for i, packed in zip(at, packs, strict=True):
                 e = indexing[i]
-                if i in written and e.vector is None:
-                    self._sample.add(e.id, e.text, value)
+                if i in written and packed is not None:
+                    self._sample.add(e.id, e.text, packed)
+                    if e.sketch:
+                        self._sample_sketches[e.id] = e.sketch
             if self._sample.full:
                 self._learn(self._sample)
+        self._windowed += len(queued)
+        if self._windowed >= self.trim_every:
+            self.trim_texts()
         return written
+
+    def trim_texts(self) -> int:
+        """Keep the index to its window of texts: the oldest texts past the newest
+        `text_window` of all the shards' queues keep only their sketches. Any consumer may
+        trim, and two at once trim the same texts. Returns how many this call trimmed."""
+        self._windowed = 0
+        window = self.text_window
+        if window is None:
+            return 0
+        queues = [self.layout.text_queue(s) for s in range(SHARDS)]
+
+        def each(*command: Any) -> list[Any]:
+            batch = self.store.batch()
+            for q in queues:
+                batch.add(q, *(q if c is QUEUE else c for c in command))
+            return list(self.store.call(batch.execute))
+
+        excess = sum(map(int, each("ZCARD", QUEUE))) - window
+        if excess <= 0:
+            return 0
+        ends = [float(r[0][1]) for r in each("ZRANGE", QUEUE, 0, 0, "WITHSCORES") if r]
+        ends += [float(r[0][1]) for r in each("ZRANGE", QUEUE, -1, -1, "WITHSCORES") if r]
+        low, high = int(min(ends)), int(max(ends))
+        while low < high:  # the least score with at least `excess` texts at or below it
+            mid = (low + high) // 2
+            if sum(map(int, each("ZCOUNT", QUEUE, "-inf", mid))) >= excess:
+                high = mid
+            else:
+                low = mid + 1
+        # all below that score, and of those at it (a batch's texts share a score) the
+        # first by name, so that exactly `excess` leave the queue
+        below = sum(map(int, each("ZCOUNT", QUEUE, "-inf", f"({low}")))
+        trimmed = 0
+        while True:
+            names = each("ZRANGEBYSCORE", QUEUE, "-inf", f"({low}", "LIMIT", 0, TEXTS_TRIMMED)
+            if not any(names):
+                break
+            trimmed += self._trim(dict(zip(queues, names, strict=True)))
+        at = sorted(
+            (n, q)
+            for q, got in zip(queues, each("ZRANGEBYSCORE", QUEUE, low, low), strict=True)
+            for n in got
+        )[: max(excess - below, 0)]
+        chosen: dict[str, list[bytes]] = {}
+        for n, q in at:
+            chosen.setdefault(q, []).append(n)
+        return trimmed + (self._trim(chosen) if chosen else 0)
+
+    def _trim(self, names: dict[str, list[bytes]]) -> int:
+        """Trim these texts of each shard's queue to their sketches (TRIM_TEXTS)."""
+        batch = self.store.batch()
+        for q, got in names.items():
+            if got:
+                members = [n.decode("utf-8", "surrogatepass") for n in got]
+                args = lua.trim_texts_args(q, [self.layout.text(n) for n in members], members)
+                batch.add(args.key, *args.command())
+        return sum(map(lua.trim_texts_reply, self.store.call(batch.execute)))
 
     def _learn(self, sample: Sample) -> None:
         """Train the index's text dictionary on this process's sample and offer it: the
@@ -789,8 +902,11 @@ class RedisIndex:
         """(name, form written, form with the dictionary) of texts: each replaced where
         its key still holds the form written, one script per shard."""
         by_shard: dict[int, list[tuple[str, bytes, bytes]]] = {}
-        for t in texts:
-            by_shard.setdefault(text_shard(t[0]), []).append(t)
+        sketches, self._sample_sketches = self._sample_sketches, {}
+        for name, first, again in texts:
+            if name in sketches:  # written beside its sketch
+                first, again = join(sketches[name], first), join(sketches[name], again)
+            by_shard.setdefault(text_shard(name), []).append((name, first, again))
         batch = self.store.batch()
         for group in by_shard.values():
             args = lua.repack_args(
@@ -805,9 +921,15 @@ class RedisIndex:
         if ids:
             batch = self.store.batch()
             for i in ids:
-                key = self.layout.text(i)
-                batch.add(key, "DEL", key, self.layout.vector(i))
+                self._drop_text(batch, i)
             self.store.call(batch.execute)
+
+    def _drop_text(self, batch: Any, name: str) -> None:
+        key = self.layout.text(name)
+        batch.add(key, "DEL", key, self.layout.vector(name))
+        if self.text_window is not None:
+            queue = self.layout.text_queue(text_shard(name))
+            batch.add(queue, "ZREM", queue, name)
 
     # ------------------------------------------------------------------ apply
 
@@ -996,8 +1118,7 @@ class RedisIndex:
         them): their bucket entries, digests and texts out of the shards."""
         batch = self.store.batch()
         for name in dict.fromkeys([*texts, *(v.name for v in versions)]):
-            text = self.layout.text(name)
-            batch.add(text, "DEL", text, self.layout.vector(name))
+            self._drop_text(batch, name)
         for v in versions:
             for t, key in enumerate(self.scheme_for(v.space).keys([v.fingerprint])[0]):
                 hashed, field = self.layout.bucket(v.space, t, key)

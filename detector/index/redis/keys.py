@@ -80,7 +80,14 @@ log (LOG_KEEP entries), the recent writes (RECENT_KEEP) and the pending ranges.
     dg:{H[:2]}        hash    H[2:] -> number; H is the 16-byte hash of a token-stream digest
     tx:{VERSION}      string  the normalized text (literal pass), by version name, packed
                               (index.texts): a zstd frame that names its dictionary (txdict)
-                              or none, or LZ4 as written before zstd; all are read
+                              or none, or LZ4 as written before zstd; all are read.
+                              With a window of texts kept (--text-window): the text's
+                              shingle sketch and the packed text, or the sketch alone once
+                              the text left the window (texts.join)
+    tq                zset    with a window: the versions of the shard whose tx keys hold a
+                              text and a sketch, scored by the write number the writer had
+                              last read (about when it was written): the oldest leave the
+                              window first (RedisIndex.trim_texts, TRIM_TEXTS)
     vx:{VERSION}      string  a record's vector instead (vectors.pack: int8 or float16), in
                               the shard of its text; the same expiry and deletes
     tp:{HOST}         string  a bitmap of (URL, line) pairs counted (templates.pair_bit) and
@@ -316,6 +323,9 @@ class Layout:
 
     def vector(self, doc_id: str) -> str:
         return f"{self.shard_prefix(text_shard(doc_id))}vx:{doc_id}"
+
+    def text_queue(self, shard: int) -> str:
+        return f"{self.shard_prefix(shard)}tq"
 
 
 @dataclass(frozen=True)

@@ -46,6 +46,7 @@ FORGET_DIGEST = _script("forget_digest")
 SWEEP_DIGESTS = _script("sweep_digests")
 LEARN_TEMPLATE = _script("learn_template")
 REPACK = _script("repack")
+TRIM_TEXTS = _script("trim_texts")
 
 
 @dataclass(frozen=True)
@@ -447,4 +448,14 @@ def repack_args(texts: Sequence[str], forms: Sequence[tuple[bytes, bytes]]) -> A
 
 def repack_reply(raw: Any) -> int:
     """How many texts were replaced."""
+    return int(raw)
+
+
+def trim_texts_args(queue: str, texts: Sequence[str], names: Sequence[str]) -> Args:
+    """`texts[i]`: the text key of the queue's member `names[i]`."""
+    return Args(TRIM_TEXTS, (queue, *texts), tuple(names))
+
+
+def trim_texts_reply(raw: Any) -> int:
+    """How many texts were trimmed to their sketches."""
     return int(raw)

@@ -1,0 +1,136 @@
+"""The window of texts kept (--text-window) on a Redis index, on the server and on the
+cluster: two consumers deciding at once keep the index to its window, a consumer started
+again keeps it there, the texts' memory comes back when they leave it, and every indexed
+document keeps its sketch (keys.py: tx, tq; RedisIndex.trim_texts)."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from redis.cluster import RedisCluster
+
+from detector.index.redis import RedisIndex
+from detector.index.texts import split
+from detector.settings import EngineSettings
+from detector.sketch import SHORT_SHINGLES
+
+from ..helpers import STREAM_2K, read_lines
+from .admin import index_keys, index_names, unique
+from .endpoints import cluster_client, redis_client
+
+names = index_names  # the index suites' fixture: every index named is deleted at the end
+BATCH = 100
+
+
+def consumer(backend: Any, name: str, window: int | None) -> Any:
+    """A detector over its own connection to the index, as another process would have."""
+    client = cluster_client() if isinstance(backend, RedisCluster) else redis_client()
+    settings = replace(EngineSettings(), text_window=window)
+    index = RedisIndex(
+        client,
+        settings.block_scheme(),
+        name,
+        vectors=settings.vector_block_scheme(),
+        text_window=window,
+    )
+    return settings.detector(index)
+
+
+def decide(detector: Any, raw: list[bytes]) -> int:
+    """Decide records a batch at a time; the number of sketched texts indexed."""
+    from detector.pipeline import Limits, prepare
+
+    sketched = 0
+    for at in range(0, len(raw), BATCH):
+        batch = prepare(detector.engine, [(r, {}) for r in raw[at : at + BATCH]], Limits(10**7))
+        before = {d.id for d in detector.process(batch.docs, batch.prints) if not d.exact}
+        sketched += sum(
+            1
+            for d, p in zip(batch.docs, batch.prints, strict=True)
+            if d.id in before and len(p.shingles) > SHORT_SHINGLES
+        )
+    return sketched
+
+
+def tx_values(backend: Any, name: str) -> dict[bytes, bytes]:
+    keys = [k for k in index_keys(backend, name) if b"}:tx:" in k]
+    return {k: backend.get(k) for k in keys}
+
+
+def windowed(values: dict[bytes, bytes]) -> tuple[int, int]:
+    """(texts kept beside their sketch, sketches)."""
+    parts = [split(v) for v in values.values()]
+    return sum(1 for s, t in parts if s and t), sum(1 for s, _ in parts if s)
+
+
+def queued(backend: Any, index: RedisIndex) -> int:
+    return sum(int(backend.zcard(index.layout.text_queue(s))) for s in range(64))
+
+
+def test_two_consumers_at_once_and_one_started_again_keep_the_index_to_its_window(
+    backend: Any, names: list[str]
+) -> None:
+    raw = read_lines(STREAM_2K)
+    name = unique("window")
+    names.append(name)
+    window = 300
+    first, second = consumer(backend, name, window), consumer(backend, name, window)
+    with ThreadPoolExecutor(2) as pool:
+        halves = [raw[0:800:2], raw[1:800:2]]
+        list(pool.map(decide, (first, second), halves))
+    # each consumer trims every window // 16 texts it writes: the index's upkeep (serve's,
+    # once a second) brings it back to the window whoever wrote last
+    first.index.trim_texts()
+    kept, sketches = windowed(tx_values(backend, name))
+    assert window - BATCH <= kept <= window, (kept, sketches)
+    assert queued(backend, first.index) == kept
+    assert sketches >= 700
+    # started again: a new process with no state of its own keeps the same window
+    again = consumer(backend, name, window)
+    decide(again, raw[800:1600])
+    again.index.trim_texts()
+    kept, later = windowed(tx_values(backend, name))
+    assert window - BATCH <= kept <= window
+    assert queued(backend, again.index) == kept
+    assert later >= sketches + 700
+
+
+def test_texts_leaving_the_window_give_their_memory_back_and_keep_their_sketch(
+    backend: Any, names: list[str]
+) -> None:
+    raw = read_lines(STREAM_2K)[:1000]
+    name = unique("window")
+    names.append(name)
+    wide = consumer(backend, name, 1000)
+    decide(wide, raw)
+    before = tx_values(backend, name)
+    kept, sketches = windowed(before)
+    assert kept == sketches > 800  # nothing has left a window of 1,000 yet
+
+    def weight() -> int:
+        return sum(int(backend.memory_usage(k, samples=0)) for k in tx_values(backend, name))
+
+    full = weight()
+    narrow = consumer(backend, name, 50)  # an operator narrows the window
+    trimmed = narrow.index.trim_texts()
+    after = tx_values(backend, name)
+    assert trimmed == kept - 50
+    assert windowed(after) == (50, sketches)
+    assert {k: split(v)[0] for k, v in after.items()} == {k: split(v)[0] for k, v in before.items()}
+    sketch_bytes = sum(len(split(v)[0] or b"") for v in after.values())
+    # what is left is the sketches and the 50 texts: the rest of the texts' bytes came back
+    assert weight() < full - 0.8 * (sum(map(len, before.values())) - sketch_bytes)
+
+
+@pytest.mark.parametrize("window", [-1])
+def test_a_negative_window_or_one_with_a_text_ttl_is_refused(backend: Any, window: int) -> None:
+    from detector.errors import ConfigError
+
+    scheme = EngineSettings().block_scheme()
+    with pytest.raises(ConfigError, match="text-window"):
+        RedisIndex(backend, scheme, unique("window"), text_window=window)
+    with pytest.raises(ConfigError, match="--text-ttl and --text-window"):
+        RedisIndex(backend, scheme, unique("window"), text_ttl=60, text_window=10)
