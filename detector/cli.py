@@ -757,7 +757,9 @@ def _plan(args: argparse.Namespace) -> int:
         finally:
             if bar is not None:
                 bar.close()
-    made = plan.plan(args.docs, radius, args.max_bucket, memory, DEFAULT_SCHEME, pairs)
+    made = plan.plan(
+        args.docs, radius, args.max_bucket, memory, DEFAULT_SCHEME, pairs, window=args.text_window
+    )
     made.sample = sample
     if args.format == "json":
         print(json.dumps(made.to_dict()))

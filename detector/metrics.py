@@ -12,6 +12,13 @@ from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, Histogram, ge
 
 RECORDS_IN = Counter("neardup_records_in_total", "Input records consumed")
 DECISIONS = Counter("neardup_decisions_total", "Decisions published", ["decision"])
+EVIDENCE = Counter(
+    "neardup_evidence_total",
+    "Decisions by what decided them: digest (an exact copy), text (the exact shingle "
+    "Jaccard), sketch (a text past --text-window, judged on its sketch), vector (cosine), "
+    "fingerprint (no candidate)",
+    ["evidence"],
+)
 DEAD_LETTERS = Counter(
     "neardup_dead_letters_total", "Bad records sent to the dead-letter topic", ["reason"]
 )

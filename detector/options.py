@@ -951,6 +951,14 @@ OWN: tuple[Option, ...] = (
         help="serve's --max-bucket: no layout whose buckets reach it below --docs is listed",
         commands=("plan",),
     ),
+    replace(
+        _ENGINE["text-window"],
+        help="serve's --text-window: the texts of the newest N documents are counted in tx, "
+        "a sketch for the others (default: every text)",
+        commands=("plan",),
+        configurable=False,
+        group="",
+    ),
     Option(
         "expected-docs",
         "int",

@@ -26,6 +26,7 @@ from .metrics import (
     CONFLICTS,
     DEAD_LETTERS,
     DECISIONS,
+    EVIDENCE,
     EVICTIONS,
     LAG,
     PARTITION_LAG,
@@ -162,6 +163,7 @@ class _Watch:
             DEAD_LETTERS.labels(str(error["reason"])).inc()
         for d in decisions:
             DECISIONS.labels(d.decision).inc()
+            EVIDENCE.labels(d.evidence or "").inc()
         REFETCHES.labels("stale").inc(self.detector.stale - self.stale)
         self.stale = self.detector.stale
         REFETCHES.labels("revision").inc(self.detector.revisions - self.revisions)

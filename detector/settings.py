@@ -48,10 +48,10 @@ class EngineSettings:
     max_tokens: int = default("max-tokens")
     keep_old_versions: bool = default("keep-old-versions")
     literal_memory: int = default("literal-memory")
-    kernels: str = default("kernels")
     text_window: int | None = default("text-window")
     sketch_band: str = default("sketch-band")
     sketch_band_distance: int = default("sketch-band-distance")
+    kernels: str = default("kernels")
 
     def engine(self) -> Engine:
         weights = IdfTable.load(self.idf) if self.idf else None

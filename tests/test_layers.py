@@ -18,7 +18,7 @@ PACKAGE = ROOT / "detector"
 # (tables keeps the Unicode tables in a cache file: the one I/O, and it may fail.)
 CORE = [
     *("normalize", "tokenize", "features", "hashing", "simhash", "blocks", "verify", "vectors"),
-    *("tables", "kernels", "engine"),
+    *("tables", "kernels", "engine", "sketch"),
 ]
 CORE_MAY_IMPORT = {*CORE, "errors", "records"}
 THIRD_PARTY_CORE = {"numpy", "xxhash", "_native"}  # _native: the Rust kernels (native/)

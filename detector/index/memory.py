@@ -212,8 +212,8 @@ class MemoryIndex:
                 self._sketches[e.id] = e.sketch
             if e.vector is not None:
                 self._vectors[e.id] = e.vector
-            elif e.sketch and self.text_window == 0:
-                pass  # the sketch stands for it
+            elif e.sketch and (self.text_window == 0 or not e.text):
+                pass  # the sketch stands for it (no text: imported after it left)
             elif not self.compress:
                 self._texts[e.id] = e.text
             else:

@@ -186,10 +186,17 @@ def test_one_consumer_on_one_partition_decides_exactly_like_detect(
     records = read_jsonl(STREAM_2K)
     ids = [r["id"] for r in records]
     create_topics({names.input: 1})
-    server = serve(extra)
+    metrics = free_port()
+    server = serve([*extra, "--metrics-port", str(metrics)])
     produce_file(STREAM_2K, names.input, 1)
     missing = decisions.wait_for(ids, DECIDE_TIMEOUT, idle=1.0)
     assert not missing, f"{len(missing)} records undecided, e.g. {missing[:5]}\n{logs([server])}"
+    scrape = urllib.request.urlopen(f"http://127.0.0.1:{metrics}/metrics", timeout=5)
+    counted = {
+        line.split('"')[1]: float(line.split()[-1])
+        for line in scrape.read().decode().splitlines()
+        if line.startswith("neardup_evidence_total{")
+    }
     window = extra if extra == SKETCHES else []
     run_detector(["detect", str(STREAM_2K), "-o", str(tmp_path / "detect.jsonl"), *window])
     reference = read_jsonl(tmp_path / "detect.jsonl")
@@ -205,6 +212,8 @@ def test_one_consumer_on_one_partition_decides_exactly_like_detect(
     assert got == want
     assert server.stop() == 0, logs([server])
     evidence = {final[i]["evidence"] for i in ids}
+    assert sum(counted.values()) == len(ids)  # the metrics count every decision's evidence
+    assert {k for k, v in counted.items() if v} == evidence
     if extra == SKETCHES:
         assert {"sketch", "digest", "fingerprint"} <= evidence
     else:

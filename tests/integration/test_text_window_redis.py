@@ -134,3 +134,42 @@ def test_a_negative_window_or_one_with_a_text_ttl_is_refused(backend: Any, windo
         RedisIndex(backend, scheme, unique("window"), text_window=window)
     with pytest.raises(ConfigError, match="--text-ttl and --text-window"):
         RedisIndex(backend, scheme, unique("window"), text_ttl=60, text_window=10)
+
+
+def test_an_export_carries_the_sketches_and_an_import_keeps_texts_where_they_were_kept(
+    backend: Any, names: list[str]
+) -> None:
+    """A document whose text had left the window is exported with its sketch alone, and
+    imported so: the new index judges it on its sketch as the old one did."""
+    from detector.index.redis import maintenance
+
+    raw = read_lines(STREAM_2K)
+    a_name, b_name = unique("window"), unique("window")
+    names += [a_name, b_name]
+    a = consumer(backend, a_name, 100)
+    decide(a, raw[:600])
+    a.index.trim_texts()
+    exported = list(maintenance.documents(a.index))
+    sketched = {r["id"] for r in exported if "sketch" in r}
+    texts = {r["id"]: r["text"] for r in exported if "text" in r}
+    assert len(sketched) > 500
+    assert len(sketched - set(texts)) >= len(sketched) - 100  # most sketches stand alone
+    b = consumer(backend, b_name, 100)
+    b.index.bind(b.engine.version)
+    assert maintenance.restore(b.index, iter(exported)) == len(exported)
+    assert b.index.sketches(list(sketched)) == a.index.sketches(list(sketched))
+    assert b.index.texts(list(texts)) == texts
+
+    def later(detector: Any) -> list[Any]:
+        from ..helpers import verdict
+
+        batch = raw[600:900]
+        from detector.pipeline import Limits, prepare
+
+        prepared = prepare(detector.engine, [(r, {}) for r in batch], Limits(10**7))
+        return [
+            (verdict(d.to_dict()), d.evidence)
+            for d in detector.process(prepared.docs, prepared.prints)
+        ]
+
+    assert later(a) == later(b)

@@ -782,7 +782,8 @@ class RedisIndex:
                 key, value = self.layout.vector(e.id), e.vector
             else:
                 key = self.layout.text(e.id)
-                if e.text and not (e.sketch and self.text_window == 0):
+                # a sketch without a text: an imported document whose text had left
+                if not (e.sketch and (self.text_window == 0 or not e.text)):
                     packed = self.codec.pack(e.text)
                 value = join(e.sketch, packed) if e.sketch else packed
                 if e.sketch and packed is not None and self.text_window is not None:

@@ -134,6 +134,7 @@ def documents(index: RedisIndex) -> Iterator[dict[str, Any]]:
             continue
         _, records = index.records([record_of(name)[0] for name in ids])
         texts = index.texts(ids)
+        sketches = index.sketches(ids)
         vectors = index.packed_vectors(ids)
         for name in ids:
             value = records.get(record_of(name)[0])
@@ -145,7 +146,7 @@ def documents(index: RedisIndex) -> Iterator[dict[str, Any]]:
                 "digest": stored.decision.digest,
             }
             # else its text (or vector) expired: it can no longer be verified
-            if name in texts or name in vectors:
+            if name in texts or name in vectors or name in sketches:
                 record.update(
                     id=name,
                     space=stored.current.space,
@@ -153,8 +154,10 @@ def documents(index: RedisIndex) -> Iterator[dict[str, Any]]:
                 )
                 if name in vectors:
                     record["vector"] = base64.b64encode(vectors[name]).decode("ascii")
-                else:
+                elif name in texts:
                     record["text"] = texts[name]
+                if name in sketches:  # beside its text, or alone once the text left
+                    record["sketch"] = base64.b64encode(sketches[name]).decode("ascii")
             yield record
     # the decisions of documents not indexed: in the shards' decision hashes and keys
     glob = layout.patterns[1][: -len("*")]
@@ -201,10 +204,11 @@ def _restore(index: RedisIndex, records: list[dict[str, Any]]) -> int:
     items, dhs = [], []
     for r in records:
         d = Decision.from_dict(r["decision"], digest=r.get("digest", ""))
-        indexed = "text" in r or "vector" in r
+        indexed = "text" in r or "vector" in r or "sketch" in r
         vector = base64.b64decode(r["vector"]) if "vector" in r else None
+        sketch = base64.b64decode(r["sketch"]) if "sketch" in r else b""
         entry = (
-            Entry(r["id"], r["space"], d.fingerprint, "", r.get("text", ""), vector)
+            Entry(r["id"], r["space"], d.fingerprint, "", r.get("text", ""), vector, sketch)
             if indexed
             else None
         )
