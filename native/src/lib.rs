@@ -578,6 +578,7 @@ fn jaccard(py: Python<'_>, a: PyBuffer<u64>, b: PyBuffer<u64>) -> PyResult<f64> 
 const SKETCH_ORDER_SEED: u64 = 0x5BD1E9955BD1E995; // sketch._ORDER_SEED
 const SKETCH_BITS_SEED: u64 = 0x27D4EB2F165667C5; // sketch._BITS_SEED
 const SKETCH_PROBE_SEED: u64 = 0x165667B19E3779F9; // sketch._PROBE_SEED
+const SKETCH_PROBE_STEPS: u64 = 64; // sketch.PROBE_STEPS
 
 /// sketch.sketches: the b-bit one-permutation MinHash of each shingle set (values[bounds[d]
 /// .. bounds[d + 1]]), densified by each empty bin's probe sequence, as bytes.
@@ -621,16 +622,16 @@ fn sketches<'py>(
                     if filled[i] {
                         continue;
                     }
-                    let mut j = 0u64;
-                    loop {
+                    let found = (0..SKETCH_PROBE_STEPS).find_map(|j| {
                         let probe =
                             (fmix64((j * k as u64 + i as u64) ^ SKETCH_PROBE_SEED) >> shift) as usize;
-                        if filled[probe] {
-                            bins[i] = kept[probe];
-                            break;
-                        }
-                        j += 1;
-                    }
+                        filled[probe].then_some(probe)
+                    });
+                    // sketch._densify: past the probe steps, the next filled bin round the end
+                    let at = found.unwrap_or_else(|| {
+                        (1..k).map(|o| (i + o) % k).find(|&b| filled[b]).expect("a filled bin")
+                    });
+                    bins[i] = kept[at];
                 }
             }
             let per = (8 / bits) as usize;

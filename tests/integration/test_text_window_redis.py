@@ -12,12 +12,13 @@ from typing import Any
 import pytest
 from redis.cluster import RedisCluster
 
-from detector.index.redis import RedisIndex
+from detector.errors import ConfigError
+from detector.index.redis import RedisIndex, maintenance
 from detector.index.texts import split
+from detector.pipeline import Limits, prepare
 from detector.settings import EngineSettings
-from detector.sketch import SHORT_SHINGLES
 
-from ..helpers import STREAM_2K, read_lines
+from ..helpers import STREAM_2K, read_lines, verdict
 from .admin import index_keys, index_names, unique
 from .endpoints import cluster_client, redis_client
 
@@ -39,20 +40,11 @@ def consumer(backend: Any, name: str, window: int | None) -> Any:
     return settings.detector(index)
 
 
-def decide(detector: Any, raw: list[bytes]) -> int:
-    """Decide records a batch at a time; the number of sketched texts indexed."""
-    from detector.pipeline import Limits, prepare
-
-    sketched = 0
+def decide(detector: Any, raw: list[bytes]) -> None:
+    """Decide records a batch at a time, as serve does."""
     for at in range(0, len(raw), BATCH):
         batch = prepare(detector.engine, [(r, {}) for r in raw[at : at + BATCH]], Limits(10**7))
-        before = {d.id for d in detector.process(batch.docs, batch.prints) if not d.exact}
-        sketched += sum(
-            1
-            for d, p in zip(batch.docs, batch.prints, strict=True)
-            if d.id in before and len(p.shingles) > SHORT_SHINGLES
-        )
-    return sketched
+        detector.process(batch.docs, batch.prints)
 
 
 def tx_values(backend: Any, name: str) -> dict[bytes, bytes]:
@@ -127,8 +119,6 @@ def test_texts_leaving_the_window_give_their_memory_back_and_keep_their_sketch(
 
 @pytest.mark.parametrize("window", [-1])
 def test_a_negative_window_or_one_with_a_text_ttl_is_refused(backend: Any, window: int) -> None:
-    from detector.errors import ConfigError
-
     scheme = EngineSettings().block_scheme()
     with pytest.raises(ConfigError, match="text-window"):
         RedisIndex(backend, scheme, unique("window"), text_window=window)
@@ -141,8 +131,6 @@ def test_an_export_carries_the_sketches_and_an_import_keeps_texts_where_they_wer
 ) -> None:
     """A document whose text had left the window is exported with its sketch alone, and
     imported so: the new index judges it on its sketch as the old one did."""
-    from detector.index.redis import maintenance
-
     raw = read_lines(STREAM_2K)
     a_name, b_name = unique("window"), unique("window")
     names += [a_name, b_name]
@@ -161,12 +149,7 @@ def test_an_export_carries_the_sketches_and_an_import_keeps_texts_where_they_wer
     assert b.index.texts(list(texts)) == texts
 
     def later(detector: Any) -> list[Any]:
-        from ..helpers import verdict
-
-        batch = raw[600:900]
-        from detector.pipeline import Limits, prepare
-
-        prepared = prepare(detector.engine, [(r, {}) for r in batch], Limits(10**7))
+        prepared = prepare(detector.engine, [(r, {}) for r in raw[600:900]], Limits(10**7))
         return [
             (verdict(d.to_dict()), d.evidence)
             for d in detector.process(prepared.docs, prepared.prints)
