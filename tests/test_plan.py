@@ -312,3 +312,19 @@ def test_the_default_row_is_shown_wherever_it_ranks() -> None:
     made = P.plan(100_000, 3, show=1, recall=False)
     assert made.rows[0].scheme != "k6-b8"
     assert any(r.default and r.scheme == "k6-b8" for r in made.rows)
+
+
+def test_a_text_window_counts_texts_for_the_newest_and_a_sketch_for_the_rest() -> None:
+    """tx with --text-window: the window's texts with their sketches and queue entries,
+    a sketch's key for every other document; the plan says so."""
+    c = P.COSTS
+    assert P.text_bytes(10**8, None) == c.tx
+    assert P.text_bytes(10**6, 10**7) == c.tx + c.sketch + c.queue  # all in the window
+    assert P.text_bytes(10**8, 0) == c.sketch_key
+    assert P.text_bytes(10**8, 10**7) == pytest.approx(
+        0.1 * (c.tx + c.sketch + c.queue) + 0.9 * c.sketch_key
+    )
+    made = P.plan(10**8, window=10**7, recall=False)
+    assert made.default_row.bytes["tx"] == pytest.approx(P.text_bytes(10**8, 10**7))
+    assert made.to_dict()["text_window"] == 10**7
+    assert "--text-window" in P.render(made)

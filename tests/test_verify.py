@@ -8,10 +8,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from detector.engine import Engine
+from detector.errors import ConfigError
 from detector.normalize import normalize, tokens
 from detector.records import Document
+from detector.sketch import SketchShape, sketches
 from detector.tokenize import tokenize
-from detector.verify import LiteralCheck, jaccard, shingle_set, shingle_sets
+from detector.verify import LiteralCheck, Z, jaccard, shingle_set, shingle_sets
 
 # A small vocabulary, so that random texts share many shingles; mixed case, markup-free
 # punctuation and a CJK word, because the shingles are of normalized tokens.
@@ -185,3 +187,34 @@ def test_literal_check_cache_is_bounded_by_bytes_too() -> None:
     check.remember("d", np.arange(5000, dtype=np.uint64))  # 40,000: more than the budget
     assert check.cached_ids({"a", "b", "c", "d"}) == set()
     assert check.cached_bytes == 0
+
+
+def test_a_sketch_is_sure_outside_the_band_and_the_band_rule_decides_inside() -> None:
+    """LiteralCheck.judge: a duplicate for sure Z sigma above the threshold, surely not Z
+    below or when the sizes' bound is below it; in between, the declared rule."""
+    base = np.arange(1000, dtype=np.uint64)
+
+    def pair(shared: int) -> tuple[bytes, bytes]:
+        a = base
+        b = np.concatenate((base[:shared], np.arange(5000, 6000 - shared, dtype=np.uint64)))
+        made = sketches([a, np.sort(b)])
+        return made[0], made[1]
+
+    rules = {r: LiteralCheck(sketch=SketchShape(), band_rule=r) for r in ("estimate", "unique")}
+    near = LiteralCheck(sketch=SketchShape(), band_rule="distance", band_distance=2)
+    a, b = pair(1000)  # the same set
+    judged = rules["unique"].judge(a, b, 5)
+    assert judged.duplicate and not judged.banded and judged.estimate.jaccard == 1.0
+    a, b = pair(200)  # J = 0.11
+    assert not rules["estimate"].judge(a, b, 0).duplicate
+    a, b = pair(890)  # J = 0.80: in the band
+    judged = rules["estimate"].judge(a, b, 0)
+    assert judged.banded
+    assert abs(judged.estimate.jaccard - 0.8) < Z * judged.estimate.sigma
+    assert judged.duplicate == (judged.estimate.jaccard >= 0.8)
+    assert not rules["unique"].judge(a, b, 0).duplicate
+    assert near.judge(a, b, 2).duplicate and not near.judge(a, b, 3).duplicate
+    small = sketches([base[:700]])[0]  # the sizes alone: J <= 700 / 1000
+    assert not rules["estimate"].judge(a, small, 0).duplicate
+    with pytest.raises(ConfigError, match="band rule"):
+        LiteralCheck(band_rule="maybe")
