@@ -75,13 +75,13 @@ class Costs:
     dg: float = 24.0  # digests
     log: float = 67.0  # log, while every document is in it (bounded by LOG_KEEP; dev stream)
     tx: float = 829.0  # a dev-stream text, zstd with the index's dictionary (README "Texts")
-    # With --text-window (README "Texts beyond memory", bench/text_window.py --redis-url):
-    # a text in the window holds its sketch too (141 B and a 6-byte header) and a queue
-    # entry (tq, 112 B); past the window, the tx key of the sketch alone weighs 251 B
-    # (dev-stream ids of 8 characters; 299 B for URLs of 54)
+    # With --text-window (README "Texts beyond memory"): a text in the window holds its
+    # sketch too (141 B and a 6-byte header) and a queue entry (tq, 112 B); past the
+    # window, a sketch is a field of a sketch hash, 167 B (ids of 8 characters at 4 x
+    # 10^6; 214 B for URLs of 54), or with retention a tx key of its own, 251 B (299)
     sketch: float = 147.0
     queue: float = 112.0
-    sketch_key: float = 251.0
+    sketch_key: float = 167.0
     # Server CPU of the decide path, modelled: a bucket read or append costs
     # `us_bucket_op`, every entry a lookup reads `us_entry` more (APPLY_SHARD's HGET and
     # HSET of a bucket grow with it too), and the rest of a document (digest, id map,

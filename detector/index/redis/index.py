@@ -241,6 +241,9 @@ class RedisIndex:
         self.text_window = text_window
         self.trim_every = min(TRIM_EVERY, max(1, (text_window or 0) // 16))
         self._windowed = 0  # texts written into the window since the last trim
+        # A sketch whose text has gone lives in a field of a sketch hash (keys.py: sk),
+        # unless documents expire: then in its tx key, which keeps the TTL
+        self.sketch_hashes = text_window is not None and not self.keep
         self._sample_sketches: dict[str, bytes] = {}  # of the sampled texts, to repack
         self._sketches_read: dict[str, bytes] = {}  # by the last read of texts
 
@@ -568,11 +571,21 @@ class RedisIndex:
     def sketches(self, ids: Sequence[str]) -> dict[str, bytes]:
         """The ids' sketches; those the last read of texts saw are not read again."""
         out = {i: self._sketches_read[i] for i in ids if i in self._sketches_read}
-        rest = [i for i in ids if i not in out]
+        rest = [i for i in dict.fromkeys(ids) if i not in out]
         for i, value in self._per_version(rest, self.layout.text).items():
             sketch, _ = split(value)
             if sketch is not None:
                 out[i] = sketch
+        rest = [i for i in rest if i not in out]
+        if rest and self.sketch_hashes:
+            by_hash: dict[str, list[str]] = {}
+            for i in rest:
+                by_hash.setdefault(self.layout.sketch(i), []).append(i)
+            batch = self.store.batch()
+            for key, names in by_hash.items():
+                batch.add(key, "HMGET", key, *names)
+            for names, got in zip(by_hash.values(), self.store.call(batch.execute), strict=True):
+                out.update({i: bytes(v) for i, v in zip(names, got, strict=True) if v})
         return out
 
     def vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
@@ -789,7 +802,11 @@ class RedisIndex:
                 if e.sketch and packed is not None and self.text_window is not None:
                     queued.append(e.id)
             packs.append(packed)
-            batch.add(key, "SET", key, value, "NX", *expiry)
+            if e.vector is None and packed is None and self.sketch_hashes:
+                key = self.layout.sketch(e.id)
+                batch.add(key, "HSETNX", key, e.id, e.sketch)
+            else:
+                batch.add(key, "SET", key, value, "NX", *expiry)
         for name in queued:
             queue = self.layout.text_queue(text_shard(name))
             batch.add(queue, "ZADD", queue, self.read_mark, name)
@@ -862,7 +879,12 @@ class RedisIndex:
         for q, got in names.items():
             if got:
                 members = [n.decode("utf-8", "surrogatepass") for n in got]
-                args = lua.trim_texts_args(q, [self.layout.text(n) for n in members], members)
+                args = lua.trim_texts_args(
+                    q,
+                    [self.layout.text(n) for n in members],
+                    [self.layout.sketch(n) for n in members] if self.sketch_hashes else [],
+                    members,
+                )
                 batch.add(args.key, *args.command())
         return sum(map(lua.trim_texts_reply, self.store.call(batch.execute)))
 
@@ -928,6 +950,9 @@ class RedisIndex:
     def _drop_text(self, batch: Any, name: str) -> None:
         key = self.layout.text(name)
         batch.add(key, "DEL", key, self.layout.vector(name))
+        if self.sketch_hashes:
+            sketch = self.layout.sketch(name)
+            batch.add(sketch, "HDEL", sketch, name)
         if self.text_window is not None:
             queue = self.layout.text_queue(text_shard(name))
             batch.add(queue, "ZREM", queue, name)

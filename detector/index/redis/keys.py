@@ -84,6 +84,13 @@ log (LOG_KEEP entries), the recent writes (RECENT_KEEP) and the pending ranges.
                               With a window of texts kept (--text-window): the text's
                               shingle sketch and the packed text, or the sketch alone once
                               the text left the window (texts.join)
+    sk:{G}            hash    with a window and no retention: version name -> its sketch
+                              (141 B), once its text has left the window (or at once with
+                              --text-window 0): in the shard of its text, 2^SKETCH_BITS
+                              hashes a shard by G = the name's xxh3 >> 54 (hex), 65,536
+                              in all, listpacks of ~150 fields at 10^7, where a key of its
+                              own would cost ~110 B more. With retention the sketch stays in its tx key instead
+                              (SET KEEPTTL), whose TTL a hash field could not have
     tq                zset    with a window: the versions of the shard whose tx keys hold a
                               text and a sketch, scored by the write number the writer had
                               last read (about when it was written): the oldest leave the
@@ -131,6 +138,7 @@ ENTRY = np.dtype([("fp", "<u8"), ("num", "<u4")])
 LOG = np.dtype([("fp", "<u8"), ("dh", "V16"), ("space", "S8")])
 IDS_PER_HASH = 128  # stays within Redis's compact listpack encoding of small hashes
 DECISION_BITS = 16  # decisions in 65,536 hashes: per-key overhead spread, shards even
+SKETCH_BITS = DECISION_BITS - 6  # a shard's sketch hashes: 1,024 of its 64
 
 
 def digest_hash(digest: str) -> bytes:
@@ -326,6 +334,15 @@ class Layout:
 
     def text_queue(self, shard: int) -> str:
         return f"{self.shard_prefix(shard)}tq"
+
+    def sketch(self, doc_id: str) -> str:
+        """The hash of a version's sketch once its text has left the window: in its text's
+        shard (one slot with its tx key), one of the shard's 2^SKETCH_BITS by the name's
+        xxh3: 2^DECISION_BITS in all, as the decisions."""
+        group = xxhash.xxh3_64_intdigest(doc_id.encode("utf-8", "surrogatepass")) >> (
+            64 - SKETCH_BITS
+        )
+        return f"{self.shard_prefix(text_shard(doc_id))}sk:{group:x}"
 
 
 @dataclass(frozen=True)

@@ -451,9 +451,12 @@ def repack_reply(raw: Any) -> int:
     return int(raw)
 
 
-def trim_texts_args(queue: str, texts: Sequence[str], names: Sequence[str]) -> Args:
-    """`texts[i]`: the text key of the queue's member `names[i]`."""
-    return Args(TRIM_TEXTS, (queue, *texts), tuple(names))
+def trim_texts_args(
+    queue: str, texts: Sequence[str], sketches: Sequence[str], names: Sequence[str]
+) -> Args:
+    """`texts[i]`: the text key of the queue's member `names[i]`; `sketches[i]`: the sketch
+    hash its sketch moves to (none: it stays in the text key)."""
+    return Args(TRIM_TEXTS, (queue, *texts, *sketches), (len(texts), *names))
 
 
 def trim_texts_reply(raw: Any) -> int:
