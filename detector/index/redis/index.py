@@ -1167,7 +1167,8 @@ class RedisIndex:
         those gone by each cause since the counts began (at the index's first commit, or
         at the upgrade of an index made before them, which is counted here once);
         `evicted`, the bucket entries --max-bucket pushed out of the lookups' reads; the id
-        of the text dictionary (index.texts; 0 before the index has one). And the
+        of the text dictionary (index.texts; 0 before the index has one); `windowed_texts`,
+        the texts of the window of texts kept (--text-window; 0 without one). And the
         server's memory (every primary of a cluster); the index's own is
         maintenance.memory()."""
         counts = self._counts()
@@ -1183,8 +1184,16 @@ class RedisIndex:
             **{k: int(counts.get(k) or 0) for k in COUNTS},
             "evicted": self._evicted(),
             "text_dictionary": int(counts["text_dictionary"]),
+            "windowed_texts": self._windowed_texts(),
             "server_used_memory": used,
         }
+
+    def _windowed_texts(self) -> int:
+        batch = self.store.batch()
+        for shard in range(SHARDS):
+            key = self.layout.text_queue(shard)
+            batch.add(key, "ZCARD", key)
+        return sum(map(int, self.store.call(batch.execute)))
 
     def _evicted(self) -> int:
         """Bucket entries pushed out of the lookups' reads by --max-bucket, every shard's."""
