@@ -89,8 +89,9 @@ log (LOG_KEEP entries), the recent writes (RECENT_KEEP) and the pending ranges.
                               --text-window 0): in the shard of its text, 2^SKETCH_BITS
                               hashes a shard by G = the name's xxh3 >> 54 (hex), 65,536
                               in all, listpacks of ~150 fields at 10^7, where a key of its
-                              own would cost ~110 B more. With retention the sketch stays in its tx key instead
-                              (SET KEEPTTL), whose TTL a hash field could not have
+                              own would cost ~80 B more. With retention the sketch stays
+                              in its tx key instead (SET KEEPTTL), whose TTL a hash field
+                              could not have
     tq                zset    with a window: the versions of the shard whose tx keys hold a
                               text and a sketch, scored by the write number the writer had
                               last read (about when it was written): the oldest leave the
