@@ -6,13 +6,17 @@ document the texts and sketches take, on the text and HTML dev streams.
     python bench/text_window.py [--data DIR] [--streams text,html]
                                 [--windows 1,0.5,0.1,0.01,0] [--bands distance,unique,...]
                                 [--band-distances 0,1,2,3,4] [--bins 1024 --bits 1]
+                                [--redis-url URL]
 
 Each run decides the whole stream as `neardup detect --text-window N` does (a memory
 index, the default engine settings, batches of 512), N the share of the stream's records
 times its length; "all" is the default, every text kept and no sketch. Printed per run:
 precision, recall and F1 against the truth (max_jaccard_earlier >= 0.8), the decisions by
 evidence, the pairs the band decided, and the bytes a document of the texts kept (packed)
-and of the sketches, over the documents indexed. Figures only; it asserts nothing.
+and of the sketches, over the documents indexed. With --redis-url, each window is also
+decided over a Redis index (one consumer, 256 a batch, as serve), trimmed to its window,
+and its texts weighed: MEMORY USAGE of every tx, sk and tq key a document indexed (the
+text dictionary aside); the index is dropped after. Figures only; it asserts nothing.
 """
 
 from __future__ import annotations
@@ -68,6 +72,32 @@ def decide(
     return [d.to_dict() for d in sink.out], index, seconds, banded
 
 
+def redis_bytes(url: str, records: list[bytes], settings: EngineSettings) -> dict[str, float]:
+    """Decide over a Redis index with the settings' window; bytes a document by family."""
+    import redis as redis_py
+
+    from detector.index.redis import RedisIndex, maintenance
+
+    client = redis_py.Redis.from_url(url)
+    name = f"bench-window-{os.getpid()}"
+    index = RedisIndex(
+        client,
+        settings.block_scheme(),
+        name,
+        vectors=settings.vector_block_scheme(),
+        text_window=settings.text_window,
+    )
+    try:
+        run(settings.detector(index), records, ListSink(), batch_size=256)
+        index.trim_texts()
+        docs = max(index.stats()["documents"], 1)
+        weighed = maintenance.memory(index, exact=True).bytes
+        return {f: weighed.get(f, 0.0) / docs for f in ("tx", "sk", "tq")}
+    finally:
+        maintenance.drop(index)
+        client.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     here = os.path.dirname(os.path.abspath(__file__))
@@ -78,6 +108,7 @@ def main() -> None:
     parser.add_argument("--band-distances", default="3")
     parser.add_argument("--bins", type=int, default=SketchShape().bins)
     parser.add_argument("--bits", type=int, default=SketchShape().bits)
+    parser.add_argument("--redis-url", help="also weigh each window's texts in this Redis")
     args = parser.parse_args()
     shape = SketchShape(args.bins, args.bits)
     print(f"sketch: {shape.bins} bins of {shape.bits} bits, {shape.nbytes} bytes")
@@ -130,6 +161,14 @@ def main() -> None:
                     + " ".join(f"{k} {v}" for k, v in sorted(evidence.items())),
                     flush=True,
                 )
+                if args.redis_url and rule in ("-", "estimate"):
+                    weighed = redis_bytes(args.redis_url, records, settings)
+                    print(
+                        f"{'':>12} Redis, B a document: "
+                        + ", ".join(f"{f} {b:,.0f}" for f, b in weighed.items())
+                        + f"; texts and sketches in all {sum(weighed.values()):,.0f}",
+                        flush=True,
+                    )
 
 
 if __name__ == "__main__":
