@@ -76,10 +76,10 @@ class Costs:
     log: float = 67.0  # log, while every document is in it (bounded by LOG_KEEP; dev stream)
     tx: float = 829.0  # a dev-stream text, zstd with the index's dictionary (README "Texts")
     # With --text-window (README "Texts beyond memory"): a text in the window holds its
-    # sketch too (141 B and a 6-byte header) and a queue entry (tq, 112 B); past the
+    # sketch too (135 B and a 6-byte header) and a queue entry (tq, 112 B); past the
     # window, a sketch is a field of a sketch hash, 167 B (ids of 8 characters at 4 x
     # 10^6; 214 B for URLs of 54), or with retention a tx key of its own, 251 B (299)
-    sketch: float = 147.0
+    sketch: float = 141.0
     queue: float = 112.0
     sketch_key: float = 167.0
     # Server CPU of the decide path, modelled: a bucket read or append costs

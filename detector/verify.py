@@ -152,8 +152,10 @@ class LiteralCheck:
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
         # With a window of texts (`window`, the index's), the cache keeps the newest
         # `window` sets this process indexed, oldest out first however often they are
-        # read: it never holds a text the index no longer keeps for longer than the index
-        # would. Sets read from the index serve the batch that read them (`_loaded`).
+        # read, so a process alone on its index judges on texts exactly where the index
+        # keeps them (with other consumers, it may still hold some of its own newest that
+        # the index trimmed: exact evidence all the same). Sets and vectors read from the
+        # index serve the batch that read them (`_loaded`).
         self.window = window
         self._loaded: dict[str, np.ndarray] = {}
         self._sketch_cache = cache_size  # sketches: 135 bytes each
@@ -193,7 +195,10 @@ class LiteralCheck:
 
     def load_vectors(self, vectors: dict[str, np.ndarray]) -> None:
         for doc_id, v in vectors.items():
-            self.remember(doc_id, v)
+            if self.window is None:
+                self.remember(doc_id, v)
+            else:
+                self._loaded[doc_id] = v
 
     def remember_sketch(self, doc_id: str, sketch: bytes) -> None:
         self._sketches[doc_id] = sketch

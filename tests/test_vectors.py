@@ -34,7 +34,11 @@ from .helpers import words_text
 
 def detector(**options: object) -> object:
     settings = EngineSettings(**options)  # type: ignore[arg-type]
-    index = MemoryIndex(settings.block_scheme(), vectors=settings.vector_block_scheme())
+    index = MemoryIndex(
+        settings.block_scheme(),
+        vectors=settings.vector_block_scheme(),
+        text_window=settings.text_window,
+    )
     return settings.detector(index)
 
 
@@ -57,7 +61,10 @@ def near(v: np.ndarray, cosine: float, rng: np.random.Generator) -> np.ndarray:
 # ------------------------------------------------------------------ the issue's example
 
 
-def test_near_vectors_with_other_texts_are_duplicates_by_their_cosine() -> None:
+@pytest.mark.parametrize("window", [None, 0], ids=["every-text", "text-window-0"])
+def test_near_vectors_with_other_texts_are_duplicates_by_their_cosine(window: int | None) -> None:
+    """And with --text-window 0 (no text kept, the literal cache bounded to nothing): the
+    vectors read back from the index serve their batch."""
     rng = np.random.default_rng(1)
     base = units(rng.standard_normal((1, 384)))[0]
     vectors = [near(base, 0.999, rng) for _ in range(5)]
@@ -66,7 +73,7 @@ def test_near_vectors_with_other_texts_are_duplicates_by_their_cosine() -> None:
             Document(f"a{i}", words_text(8 + i), embedding=v.tolist())
             for i, v in enumerate(vectors)
         ]
-        out = decide(texts, batch)
+        out = decide(texts, batch, text_window=window)
         assert [d.decision for d in out] == ["unique"] + ["duplicate"] * 4
         assert all(d.duplicate_of is not None and d.duplicate_of < d.id for d in out[1:])
         assert all(
@@ -75,7 +82,7 @@ def test_near_vectors_with_other_texts_are_duplicates_by_their_cosine() -> None:
         assert all(d.space == "v384" and d.k == default_vector_scheme().k for d in out)
         # one text, five different vectors: not exact copies of each other
         same = [Document(f"b{i}", "one text", embedding=v.tolist()) for i, v in enumerate(vectors)]
-        out = decide(same, batch)
+        out = decide(same, batch, text_window=window)
         assert [d.exact for d in out] == [False] * 5
         assert [d.decision for d in out] == ["unique"] + ["duplicate"] * 4
 

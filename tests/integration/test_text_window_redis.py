@@ -113,7 +113,12 @@ def test_texts_leaving_the_window_give_their_memory_back_and_keep_their_sketch(
         return sum(int(backend.memory_usage(k, samples=0)) for k in keys)
 
     full = weight()
-    narrow = consumer(backend, name, 50)  # an operator narrows the window
+    # an operator narrows the window: the consumers stopped, the index's meta set, and a
+    # consumer of the new window started; one of the old is refused
+    backend.hset(wide.index.layout.meta, "text_window", "50")
+    with pytest.raises(ConfigError, match="keeps the texts of its newest 50 documents"):
+        consumer(backend, name, 1000)
+    narrow = consumer(backend, name, 50)
     trimmed = narrow.index.trim_texts()
     assert trimmed == kept - 50
     assert windowed(backend, name) == (50, sketches)
@@ -127,6 +132,8 @@ def test_texts_leaving_the_window_give_their_memory_back_and_keep_their_sketch(
 
 @pytest.mark.parametrize("window", [-1])
 def test_a_negative_window_or_one_with_a_text_ttl_is_refused(backend: Any, window: int) -> None:
+    """And a consumer without a window on an index that keeps one (it would write texts
+    without sketches, never trimmed) is refused, naming both."""
     scheme = EngineSettings().block_scheme()
     with pytest.raises(ConfigError, match="text-window"):
         RedisIndex(backend, scheme, unique("window"), text_window=window)
@@ -191,3 +198,24 @@ def test_with_retention_a_sketch_stays_in_its_text_key_and_keeps_its_ttl(
     kept, sketches = windowed(backend, name)
     assert kept == 20 and sketches > 250
     assert all(0 < backend.ttl(k) <= 3600 + 36 for k in values)
+
+
+def test_a_consumer_of_another_window_is_refused_and_index_commands_open_it_with_its_own(
+    backend: Any, names: list[str]
+) -> None:
+    """Every consumer keeps the index's window; `index export` and `index delete` open
+    the index with it (RedisIndex.open), so they read and drop the sketches in hashes."""
+    raw = read_lines(STREAM_2K)[:400]
+    name = unique("window")
+    names.append(name)
+    decide(consumer(backend, name, 30), raw)
+    with pytest.raises(ConfigError, match=r"keeps the texts of its newest 30 .* not every text"):
+        consumer(backend, name, None)
+    opened = RedisIndex.open(backend, name)
+    assert opened.text_window == 30
+    exported = list(maintenance.documents(opened))
+    sketched = [r["id"] for r in exported if "sketch" in r]
+    assert len(sketched) > 300
+    assert opened.delete(sketched) == sketched
+    assert not sketch_fields(backend, name)
+    assert opened.stats()["windowed_texts"] == 0

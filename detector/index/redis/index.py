@@ -117,6 +117,13 @@ def _by_shard(shards: np.ndarray) -> list[list[int]]:
     return [g.tolist() for g in np.split(order, cuts)] if len(order) else []
 
 
+def window_words(window: str) -> str:
+    """A meta's text_window, in words."""
+    if not window:
+        return "every text (no --text-window)"
+    return f"the texts of its newest {int(window):,} documents (--text-window {window})"
+
+
 def _layout_problem(namespace: str, layout: str) -> str:
     """Why an index of another key layout is refused, and the way across."""
     if layout in MIGRATES_FROM:
@@ -261,6 +268,9 @@ class RedisIndex:
             "scheme": self.scheme.name,
             "vectors": self.vector_scheme.name,
             "retention": str(self.retention),
+            # "" for none: every consumer must keep the same window (texts with sketches,
+            # trimmed to N), and `index` commands open the index with it
+            "text_window": "" if self.text_window is None else str(self.text_window),
         }
         have = self.meta()
         if have and "layout" not in have:
@@ -299,8 +309,17 @@ class RedisIndex:
             "vectors": "block scheme for vectors",
             "retention": "retention (seconds)",
         }
+        if have.get("text_window") != want["text_window"]:
+            raise ConfigError(
+                f"index {self.namespace!r} keeps "
+                + window_words(have.get("text_window", ""))
+                + ", not "
+                + window_words(want["text_window"])
+                + ": every consumer of an index keeps the same window (to change it, stop "
+                f"them and set it: HSET {meta} text_window N, or '' for every text)"
+            )
         for name, value in want.items():
-            if have.get(name) != value:
+            if name != "text_window" and have.get(name) != value:
                 raise ConfigError(
                     f"index {self.namespace!r} uses {what[name]} {have.get(name)}, not {value}"
                 )
@@ -338,6 +357,7 @@ class RedisIndex:
         """The index `meta` describes (block schemes, retention), neither checked for its
         layout nor bound: what from_meta and `index migrate` build on."""
         vectors = meta.get("vectors")
+        window = meta.get("text_window")
         return cls(
             client,
             BlockScheme.parse(meta["scheme"]),
@@ -345,6 +365,7 @@ class RedisIndex:
             retention=int(meta["retention"]),
             max_bucket=max_bucket,
             vectors=BlockScheme.parse(vectors) if vectors else None,
+            text_window=int(window) if window else None,
         )
 
     @classmethod

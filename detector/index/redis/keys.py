@@ -85,7 +85,7 @@ log (LOG_KEEP entries), the recent writes (RECENT_KEEP) and the pending ranges.
                               shingle sketch and the packed text, or the sketch alone once
                               the text left the window (texts.join)
     sk:{G}            hash    with a window and no retention: version name -> its sketch
-                              (141 B), once its text has left the window (or at once with
+                              (135 B), once its text has left the window (or at once with
                               --text-window 0): in the shard of its text, 2^SKETCH_BITS
                               hashes a shard by G = the name's xxh3 >> 54 (hex), 65,536
                               in all, listpacks of ~150 fields at 10^7, where a key of its
