@@ -219,3 +219,35 @@ def test_a_consumer_of_another_window_is_refused_and_index_commands_open_it_with
     assert opened.delete(sketched) == sketched
     assert not sketch_fields(backend, name)
     assert opened.stats()["windowed_texts"] == 0
+
+
+@pytest.mark.parametrize("window", [None, 0], ids=["texts", "sketches"])
+def test_a_text_two_consumers_wrote_at_once_stays_with_the_one_that_committed(
+    backend: Any, names: list[str], window: int | None
+) -> None:
+    """Two consumers decide one record at once (a rebalance): the first to write its text
+    (SET NX, or HSETNX for a sketch alone) is the second to commit, and meets the other's
+    commit. The text it wrote is the committed document's: it stays."""
+    name = unique("window")
+    names.append(name)
+    a, b = consumer(backend, name, window), consumer(backend, name, window)
+    batch = prepare(a.engine, [(r, {}) for r in read_lines(STREAM_2K)[:1]], Limits(10**7))
+    write = a.index._write_texts
+    calls = []
+
+    def first_then_the_other(indexing: Any) -> set[int]:
+        written: set[int] = write(indexing)
+        if not calls:  # its first attempt's write went in first; the other commits now
+            assert written
+            b.process(batch.docs, batch.prints)
+        calls.append(written)
+        return written
+
+    a.index._write_texts = first_then_the_other  # type: ignore[method-assign]
+    got = a.process(batch.docs, batch.prints)
+    version = batch.docs[0].id
+    assert got[0].decided_at == b.index.decisions([version])[version].decided_at
+    if window is None:
+        assert a.index.texts([version]) == {version: batch.prints[0].text}
+    else:
+        assert version in a.index.sketches([version])

@@ -722,18 +722,19 @@ class RedisIndex:
         else:
             done = 0
         if reply is None or reply.status != "ok" or done == 0:
-            self._drop_texts([indexing[i].id for i in written])  # type: ignore[union-attr]
+            self._drop_raced([indexing[i].id for i in written])  # type: ignore[union-attr]
             return Committed(0, {})
 
         stored: dict[int, Decision] = {}
         writes: list[_Write] = []
         unindexed = []  # texts that must not stay: written by us, or an old orphan
+        raced = []  # written by us for versions another consumer may have indexed since
         for i, (item, outcome) in enumerate(zip(items, reply.outcomes, strict=False)):
             e, a = indexing[i], args_of[i]
             if outcome.stored is not None:
                 stored[i] = outcome.stored.decision
                 if i in written and e is not None:
-                    unindexed.append(e.id)
+                    raced.append(e.id)
                 continue
             if not outcome.write:
                 continue  # a replay
@@ -758,7 +759,7 @@ class RedisIndex:
                 writes.append(_Write(a.id, value, self.decision_ttl, None, a.name, gone))
                 if not item.replay and item.previous is None:
                     unindexed.append(item.decision.id)
-        unindexed += [indexing[i].id for i in written if i >= done]  # type: ignore[union-attr]
+        raced += [indexing[i].id for i in written if i >= done]  # type: ignore[union-attr]
         # Versions that revisions replaced leave the shards before the new ones enter (a
         # revision back to an old content must find its digest field free); one numbered
         # and replaced in this very commit is not applied at all, only its text goes.
@@ -778,7 +779,25 @@ class RedisIndex:
         ]
         self._apply(writes, reply.member)
         self._drop_texts(unindexed)
+        self._drop_raced(raced)
         return Committed(done, stored)
+
+    def _drop_raced(self, names: Sequence[str]) -> None:
+        """Drop texts this process wrote for versions its commit did not index, but not
+        those another consumer indexed meanwhile (two consumers deciding one record at
+        once, a rebalance): its SET NX met the text written here, and its document has
+        that text (and sketch), of the same content. One read of the ids' decisions,
+        only when a commit met another consumer's."""
+        if not names:
+            return
+        _, records = self.records([record_of(n)[0] for n in names])
+        indexed = set()
+        for n in names:
+            doc_id = record_of(n)[0]
+            value = records.get(doc_id)
+            if value and any(v.name == n for v in parse_decision(value, doc_id).versions):
+                indexed.add(n)
+        self._drop_texts([n for n in names if n not in indexed])
 
     def _first_conflict(
         self, indexing: Sequence[Entry | None], dhs: list[bytes], log: np.ndarray
