@@ -59,6 +59,19 @@ def _open(path: Path, mode: str = "rb"):  # type: ignore[no-untyped-def]
     return gzip.open(path, mode) if magic == b"\x1f\x8b" else open(path, mode)
 
 
+def read_records(path: Path, drop_embeddings: bool = False) -> list[bytes]:
+    """The non-blank lines of a gzipped JSONL stream; without their embeddings, as text
+    records (the embedding dev stream's passages, where a benchmark wants texts)."""
+    with gzip.open(path, "rb") as f:
+        raw = [line for line in f if line.strip()]
+    if drop_embeddings:
+        raw = [
+            json.dumps({k: v for k, v in json.loads(r).items() if k != "embedding"}).encode()
+            for r in raw
+        ]
+    return raw
+
+
 def count_records(path: Path) -> int:
     with _open(path) as f:
         return sum(1 for line in f if line.strip())

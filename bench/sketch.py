@@ -48,6 +48,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from _common import read_records  # noqa: E402
+
 from detector.engine import Print  # noqa: E402
 from detector.features import Featurizer  # noqa: E402
 from detector.index.texts import LEVEL, Codec, Sample  # noqa: E402
@@ -63,17 +65,6 @@ UNION = 500  # the union the small-set column is for
 BATCH = 256
 BUCKETS = [(0, 32, "<= 32"), (33, 64, "33-64"), (65, 128, "65-128"), (129, 256, "129-256")]
 BUCKETS.append((257, 1 << 62, "> 256"))
-
-
-def read(path: Path, drop_embeddings: bool = False) -> list[bytes]:
-    with gzip.open(path, "rb") as f:
-        raw = [line for line in f if line.strip()]
-    if drop_embeddings:
-        raw = [
-            json.dumps({k: v for k, v in json.loads(r).items() if k != "embedding"}).encode()
-            for r in raw
-        ]
-    return raw
 
 
 def fingerprint(raw: list[bytes]) -> tuple[list[str], list[Print], str]:
@@ -208,7 +199,7 @@ def main() -> None:
     args = ap.parse_args()
 
     start = time.perf_counter()
-    ids, prints, kernels = fingerprint(read(args.data / "dev-stream.jsonl.gz"))
+    ids, prints, kernels = fingerprint(read_records(args.data / "dev-stream.jsonl.gz"))
     sets = [p.shingles for p in prints]
     pairs = truth_pairs(args.data / "dev-truth.jsonl.gz", ids, prints)
     exact = np.array([j for _, _, j in pairs])
@@ -246,7 +237,8 @@ def main() -> None:
     if differs:
         print(f"\nNATIVE AND REFERENCE SKETCHES DIFFER for {', '.join(differs)}")
 
-    embedded = fingerprint(read(args.data / "embed-dev-stream.jsonl.gz", drop_embeddings=True))[1]
+    passages = read_records(args.data / "embed-dev-stream.jsonl.gz", drop_embeddings=True)
+    embedded = fingerprint(passages)[1]
     for name, stream in (("dev stream", prints), ("embedding dev stream, texts only", embedded)):
         print(
             f"\nTexts of the {name} by shingle count: mean bytes, normalized and packed "

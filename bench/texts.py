@@ -32,8 +32,6 @@ Figures only; it asserts nothing.
 from __future__ import annotations
 
 import argparse
-import gzip
-import json
 import os
 import sys
 import time
@@ -43,6 +41,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from _common import read_records  # noqa: E402
 
 from detector.index.memory import MemoryIndex  # noqa: E402
 from detector.index.texts import LEVEL, Codec, Sample  # noqa: E402
@@ -57,17 +57,6 @@ STREAMS = {
 PLAIN_LEVELS = (1, 3, 5, 9)
 DICTIONARY_LEVELS = (1, 3, 4, 5, 6, 7, 9, 19)
 SAMPLES = (100, 250, 500, 1000, 2000, 4000)
-
-
-def records(path: Path, drop_embeddings: bool) -> list[bytes]:
-    with gzip.open(path, "rb") as f:
-        raw = [line for line in f if line.strip()]
-    if drop_embeddings:
-        raw = [
-            json.dumps({k: v for k, v in json.loads(r).items() if k != "embedding"}).encode()
-            for r in raw
-        ]
-    return raw
 
 
 def decide(raw: list[bytes], index: Any) -> None:
@@ -212,7 +201,7 @@ def main() -> None:
     sweeps: dict[str, list[dict[str, Any]]] = {}
     weighed: dict[str, dict[str, tuple[float, float]]] = {}
     for stream in wanted:
-        raw = records(args.data / STREAMS[stream], drop_embeddings=stream == "vectors")
+        raw = read_records(args.data / STREAMS[stream], drop_embeddings=stream == "vectors")
         texts = indexed_texts(raw)
         rows = measure(texts, args.repeat)
         base = rows[0]["bytes"]
