@@ -26,7 +26,7 @@ names = index_names  # the index suites' fixture: every index named is deleted a
 BATCH = 100
 
 
-def consumer(backend: Any, name: str, window: int | None) -> Any:
+def consumer(backend: Any, name: str, window: int | None, retention: int = 0) -> Any:
     """A detector over its own connection to the index, as another process would have."""
     client = cluster_client() if isinstance(backend, RedisCluster) else redis_client()
     settings = replace(EngineSettings(), text_window=window)
@@ -34,6 +34,7 @@ def consumer(backend: Any, name: str, window: int | None) -> Any:
         client,
         settings.block_scheme(),
         name,
+        retention=retention,
         vectors=settings.vector_block_scheme(),
         text_window=window,
     )
@@ -181,18 +182,9 @@ def test_with_retention_a_sketch_stays_in_its_text_key_and_keeps_its_ttl(
     raw = read_lines(STREAM_2K)[:300]
     name = unique("window")
     names.append(name)
-    client = cluster_client() if isinstance(backend, RedisCluster) else redis_client()
-    settings = replace(EngineSettings(), text_window=20)
-    index = RedisIndex(
-        client,
-        settings.block_scheme(),
-        name,
-        retention=3600,
-        vectors=settings.vector_block_scheme(),
-        text_window=20,
-    )
-    decide(settings.detector(index), raw)
-    index.trim_texts()
+    detector = consumer(backend, name, 20, retention=3600)
+    decide(detector, raw)
+    detector.index.trim_texts()
     assert not sketch_fields(backend, name)
     values = tx_values(backend, name)
     kept, sketches = windowed(backend, name)
