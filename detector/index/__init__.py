@@ -65,6 +65,13 @@ class Entry:
     sketch: bytes = b""
 
 
+def text_kept(entry: Entry, window: int | None) -> bool:
+    """Whether an index stores an entry's text as it indexes it: not where its sketch
+    stands for it, with a window of 0 texts or for an imported document whose text had
+    left the window (a sketch and no text; a text is never empty once decided on)."""
+    return not (entry.sketch and (window == 0 or not entry.text))
+
+
 @dataclass(frozen=True)
 class Query:
     space: str

@@ -34,6 +34,7 @@ from . import (
     Found,
     Query,
     scheme_for,
+    text_kept,
     version_id,
 )
 from .texts import Codec, Sample
@@ -212,8 +213,8 @@ class MemoryIndex:
                 self._sketches[e.id] = e.sketch
             if e.vector is not None:
                 self._vectors[e.id] = e.vector
-            elif e.sketch and (self.text_window == 0 or not e.text):
-                pass  # the sketch stands for it (no text: imported after it left)
+            elif not text_kept(e, self.text_window):
+                pass  # its sketch stands for it
             elif not self.compress:
                 self._texts[e.id] = e.text
             else:

@@ -19,8 +19,10 @@ dictionary it has not loaded asks the index for it (`Codec.missing`, `Codec.use`
 Beside its text, an index keeps each document's shingle sketch (detector.sketch), which
 stays when the text leaves the window of texts kept (`--text-window`). The Redis index
 keeps the two in one value (`join`): SKETCHED, the sketch's length (uint16 LE), the sketch,
-then the packed text or nothing once the text is trimmed. SKETCHED read as an LZ4 length
-would be 4 GiB, and it is not a zstd magic, so the three forms never meet.
+then the packed text, or nothing where the sketch stays alone in the key once its text
+left the window (with retention; else it moves to a sketch hash, keys.py: sk). SKETCHED
+read as an LZ4 length would be 4 GiB, and it is not a zstd magic, so the three forms
+never meet.
 bench/texts.py measures the forms, levels and sample sizes (README, "Texts").
 """
 

@@ -35,6 +35,7 @@ from .. import (
     Query,
     record_of,
     scheme_for,
+    text_kept,
 )
 from ..texts import Codec, Sample, join, split
 from . import lua
@@ -835,8 +836,7 @@ class RedisIndex:
                 key, value = self.layout.vector(e.id), e.vector
             else:
                 key = self.layout.text(e.id)
-                # a sketch without a text: an imported document whose text had left
-                if not (e.sketch and (self.text_window == 0 or not e.text)):
+                if text_kept(e, self.text_window):
                     packed = self.codec.pack(e.text)
                 value = join(e.sketch, packed) if e.sketch else packed
                 if e.sketch and packed is not None and self.text_window is not None:
