@@ -23,6 +23,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -63,9 +64,11 @@ class Run:
         self.kafka = args.kafka  # KafkaSettings and RedisSettings, from the command line
         ensure_topics(self.kafka, {self.input: partitions, self.output: 1, f"{self.input}.dlq": 1})
         self.procs: list[subprocess.Popen[bytes]] = []
+        self.logs: list[Any] = []  # each profiled consumer's stderr
 
-    def start(self, consumers: int, extra: Sequence[str] = ()) -> None:
-        """Start serve processes; `extra` are more serve options (e.g. --retention)."""
+    def start(self, consumers: int, extra: Sequence[str] = (), profile: bool = False) -> None:
+        """Start serve processes; `extra` are more serve options (e.g. --retention);
+        `profile` has each print its profile at exit (`profiles`)."""
         # Connection settings (passwords too) go to the children in their environment,
         # which no other user can read, rather than on their command lines.
         env = {**os.environ, **self.kafka.env(), **self.args.redis.env()}
@@ -92,9 +95,14 @@ class Run:
             str(self.args.batch_size),
             *(["--exactly-once"] if self.args.exactly_once else []),
             *extra,
+            *(["--profile"] if profile else []),
         ]
         for _ in range(consumers):
-            self.procs.append(subprocess.Popen(cmd, env=env, stderr=subprocess.DEVNULL))
+            log: Any = subprocess.DEVNULL
+            if profile:
+                log = tempfile.TemporaryFile()  # noqa: SIM115 - closed in profiles()
+                self.logs.append(log)
+            self.procs.append(subprocess.Popen(cmd, env=env, stderr=log))
 
     def stop(self) -> None:
         for p in self.procs:
@@ -106,6 +114,18 @@ class Run:
         )
         # a bench of both modes makes some thirty topics: the broker need not keep them
         remove(self.kafka, [self.input, self.output, f"{self.input}.dlq"], [self.group])
+
+    def profiles(self) -> list[str]:
+        """The profile tables the profiled consumers printed as they stopped."""
+        out = []
+        for log in self.logs:
+            log.seek(0)
+            text = log.read().decode("utf-8", "replace")
+            at = text.find("profile: ")
+            out.append(text[at:].rstrip() if at >= 0 else "(no profile printed)")
+            log.close()
+        self.logs = []
+        return out
 
     def decisions(self, expected: int, timeout: float) -> Iterator[tuple[dict[str, Any], int]]:
         return read_decisions(self.kafka, self.output, expected, timeout)
@@ -146,13 +166,15 @@ def throughput(args: Any, records: list[tuple[str, bytes]], consumers: int) -> t
     send_all(run, records)
     client = args.redis.client()
     cpu = _redis_cpu(client)
-    run.start(consumers)
+    run.start(consumers, profile=args.profile)
     try:
         stamps = [ts for _, ts in run.decisions(len(records), timeout=600)]
         cpu = _redis_cpu(client) - cpu
     finally:
         run.stop()
         client.close()
+    for n, table in enumerate(run.profiles(), 1):
+        print(f"consumer {n} of {consumers}, {table}", flush=True)
     seconds = (max(stamps) - min(stamps)) / 1000
     return len(stamps) / seconds if seconds > 0 else float("nan"), cpu / len(stamps)
 

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
-from . import __version__, options
+from . import __version__, options, profile
 from .access import read_secret, redact_url
 from .errors import BackendUnavailable, ConfigError, DetectorError
 from .options import CONFIG_VARIABLE, Config, Option
@@ -304,7 +304,9 @@ def _detect(args: argparse.Namespace) -> int:
         observers=[_Progress(progress)] if progress is not None else [],
         workers=args.workers,
         start_method="fork",  # detect runs no threads
+        prefetch=args.prefetch,
     )
+    profiled = profile.start() if args.profile else None
     try:
         counts = loop.run()
     finally:
@@ -312,6 +314,8 @@ def _detect(args: argparse.Namespace) -> int:
             progress.close()
         sink.close()
         source.close()
+    if profiled is not None:
+        print(profiled.table(), file=sys.stderr)
     failed = "; every record was an error (exit status 1)" if counts.failed else ""
     kernels = detector.engine.kernels.name
     print(f"neardup: {counts.summary()}; {kernels} kernels{failed}", file=sys.stderr)
@@ -561,8 +565,11 @@ def _serve(args: argparse.Namespace) -> int:
             index.trim_texts()  # the window also holds when this consumer writes little
 
         loop.upkeep = upkeep
+    profiled = profile.start() if args.profile else None
     with refusals(redis_at):
         Service(loop, health, log_every=args.log_every).run()
+    if profiled is not None:
+        print(profiled.table(), file=sys.stderr, flush=True)
     return 0
 
 

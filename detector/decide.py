@@ -17,7 +17,8 @@ from .engine import Engine, Print
 from .errors import Contention
 from .extract import Extractor
 from .extract import texts as texts_of
-from .index import Candidate, Commit, Entry, Index, Query, record_of, scheme_for, version_id
+from .index import Candidate, Commit, Entry, Found, Index, Query, record_of, scheme_for, version_id
+from .profile import stage
 from .records import Decision, Document
 from .retry import CONFLICTS
 from .sketch import SHORT_SHINGLES
@@ -87,7 +88,8 @@ class Detector:
         def attempt() -> None:
             start = len(out)
             items, stales = self._decide(docs[start:], prints[start:])
-            committed = self.index.commit(items)
+            with stage("decide/index"):
+                committed = self.index.commit(items)
             self.stale += sum(stales[: committed.done])
             self.revisions += sum(
                 1
@@ -113,8 +115,10 @@ class Detector:
     def _decide(self, docs: list[Document], prints: list[Print]) -> tuple[list[Commit], list[bool]]:
         """The batch's commit items, and which of them answer a stale record."""
         self.literal.new_batch()
-        prior = self.index.decisions([d.id for d in docs])
-        found = self.index.lookup([Query(p.space, p.fingerprint, p.digest) for p in prints])
+        with stage("decide/decisions"):
+            prior = self.index.decisions([d.id for d in docs])
+        with stage("decide/lookup"):
+            found = self.index.lookup([Query(p.space, p.fingerprint, p.digest) for p in prints])
         # One clock reading for the batch's decisions (one a record cost 3% of a vector
         # record's time), taken after the lookup: whatever the lookup found was decided
         # before it, so a duplicate is never dated before the record it names.
@@ -123,13 +127,30 @@ class Detector:
         for p, f in zip(prints, found, strict=True):
             wanted[p.vector is not None].update(c.id for c in f.candidates[: self.max_candidates])
         texts, vectors = (sorted(w - self.literal.cached_ids(w)) for w in wanted)
-        got = self.index.texts(texts)
-        self.literal.load(got)
-        self.literal.load_vectors(self.index.vectors(vectors))
-        sketches = self._sketches(prints)
-        if self.literal.sketch is not None:  # texts gone from the window: their sketches
-            self._load_sketches([i for i in texts if i not in got])
-        near = self._near_in_batch(prints)
+        with stage("decide/fetch"):  # the candidates' texts, vectors and sketches
+            got = self.index.texts(texts)
+            self.literal.load(got)
+            self.literal.load_vectors(self.index.vectors(vectors))
+            if self.literal.sketch is not None:  # texts gone from the window: their sketches
+                self._load_sketches([i for i in texts if i not in got])
+        with stage("decide/sketch"):
+            sketches = self._sketches(prints)
+        with stage("decide/near"):
+            near = self._near_in_batch(prints)
+        with stage("decide/verify"):
+            return self._verified(docs, prints, found, prior, near, sketches)
+
+    def _verified(
+        self,
+        docs: list[Document],
+        prints: list[Print],
+        found: list[Found],
+        prior: dict[str, Decision],
+        near: dict[int, list[tuple[int, int]]],
+        sketches: list[bytes],
+    ) -> tuple[list[Commit], list[bool]]:
+        """The batch's decisions in order: each against the lookup's candidates and the
+        batch's documents before it."""
         digests: dict[str, str] = {}  # digest -> version of this batch's indexed documents
         decided: dict[str, Decision] = {}  # id -> its latest decision in this batch
         indexed: dict[int, str] = {}  # position in batch -> version, for documents indexed

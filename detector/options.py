@@ -710,6 +710,16 @@ OWN: tuple[Option, ...] = (
         check=at_least(0),
     ),
     _cli(
+        "profile",
+        "bool",
+        False,
+        "at the end, print where each document's time went, by stage of the loop (wall "
+        "microseconds a document; stderr)",
+        "detect",
+        "serve",
+        negatable=False,
+    ),
+    _cli(
         "progress",
         "bool",
         None,
@@ -981,7 +991,7 @@ OWN: tuple[Option, ...] = (
         "rewind is dropped and read again). Off by default: on a 2-core machine that also "
         "runs Redis and Kafka it measured slower (1,440 against 1,690 docs/s), the threads "
         "taking turns at the interpreter lock; it may pay where Redis is far away",
-        ("serve",),
+        ("serve", "detect"),
     ),
     Option(
         "metrics-port",
@@ -1058,6 +1068,15 @@ OWN: tuple[Option, ...] = (
         "two settings at the same load",
         "bench",
         check=more_than(0),
+    ),
+    _cli(
+        "profile",
+        "bool",
+        False,
+        "each consumer of the throughput runs prints where a document's time went, by "
+        "stage (serve --profile)",
+        "bench",
+        negatable=False,
     ),
     _cli(
         "memory-docs",

@@ -29,11 +29,13 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar, cast
 
+from . import profile
 from .decide import Detector
 from .engine import Engine, Print
 from .errors import BadRecord
 from .extract import Extractor
 from .extract import texts as texts_of
+from .profile import stage
 from .records import (
     CUT,
     DEFAULT_MAX_BYTES,
@@ -116,7 +118,8 @@ def prepare(
             parsed.append((doc, (raw, where), headers))
     texts = []
     before = [0]  # before[j]: the docs kept of parsed[:j]
-    all_texts = texts_of([d for d, _, _ in parsed], extractor, engine.kernels.fold)
+    with stage("prepare/text"):  # HTML extraction and the fold
+        all_texts = texts_of([d for d, _, _ in parsed], extractor, engine.kernels.fold)
     for (doc, (raw, where), headers), text in zip(parsed, all_texts, strict=True):
         try:
             check_tokens(text, limits.max_tokens)
@@ -129,7 +132,8 @@ def prepare(
             texts.append(text)
         before.append(len(out.docs))
     out.tombstones = [(before[n], t, h) for n, t, h in out.tombstones]
-    out.prints = engine.fingerprint(out.docs, texts)
+    with stage("prepare/fingerprint"):
+        out.prints = engine.fingerprint(out.docs, texts)
     return out
 
 
@@ -289,12 +293,16 @@ class Loop:
                 counts.add(batch, decisions)
                 counts.stale += self.detector.stale - before[0]
                 counts.revisions += self.detector.revisions - before[1]
+                done = time.perf_counter()
                 for o in self.observers:
-                    o.done(batch, decisions, time.perf_counter() - polled)
+                    o.done(batch, decisions, done - polled)
+                if (p := profile.active()) is not None:
+                    p.batch(batch.size, polled, done)
             if self.stopping:
                 break
             if self.upkeep is not None and time.monotonic() - self._upkept >= self.upkeep_every:
-                self._step("upkeep", self.upkeep)
+                with stage("upkeep"):
+                    self._step("upkeep", self.upkeep)
                 self._upkept = time.monotonic()
         counts.seconds = time.perf_counter() - started
         return counts
@@ -338,11 +346,15 @@ class Loop:
                     run_headers.append(next(docs))
             if run:
                 self.sink.decisions(run, run_headers)
-            self.sink.flush()
+            with stage("publish/flush"):
+                self.sink.flush()
 
-        outputs = self._step("decide", decide)  # 4
-        self._step("publish", publish)  # 5, 6
-        self._step("commit", lambda: self.source.commit(batch.position))  # 7
+        with stage("decide"):
+            outputs = self._step("decide", decide)  # 4
+        with stage("publish"):
+            self._step("publish", publish)  # 5, 6
+        with stage("commit"):
+            self._step("commit", lambda: self.source.commit(batch.position))  # 7
         return [d for d in outputs if isinstance(d, Decision)]
 
     def _step(self, step: str, action: Callable[[], T]) -> T:
@@ -354,7 +366,7 @@ class Loop:
 
     def _prepared(self) -> Iterator[Prepared]:
         engine, limits, extractor = self.detector.engine, self.limits, self.detector.extractor
-        batches = self.source.batches()
+        batches = _polls(self.source.batches())
         if self.workers <= 0 and self.prefetch:
             yield from self._prefetched(batches)
             return
@@ -373,9 +385,9 @@ class Loop:
             for b in batches:
                 pending.append(pool.submit(_prepare_in_worker, b, limits))
                 if len(pending) > 2 * self.workers:
-                    yield pending.popleft().result()
+                    yield _waited(pending.popleft())
             while pending:
-                yield pending.popleft().result()
+                yield _waited(pending.popleft())
 
     def _prefetched(self, batches: Iterator[Batch]) -> Iterator[Prepared]:
         """Each batch prepared in a thread while the one before it is decided. A batch
@@ -389,18 +401,39 @@ class Loop:
                     self.source.rewinds,
                 )
                 if ahead is not None:
-                    prepared = ahead[0].result()
+                    with stage("wait-prepare"):
+                        prepared = ahead[0].result()
                     if ahead[1] == self.source.rewinds:
                         yield prepared
                 ahead = polled
             if ahead is not None and ahead[1] == self.source.rewinds:
-                yield ahead[0].result()
+                with stage("wait-prepare"):
+                    prepared = ahead[0].result()
+                yield prepared
+
+
+def _polls(batches: Iterator[Batch]) -> Iterator[Batch]:
+    """The source's batches, each poll's time profiled: an empty one's as idle."""
+    while True:
+        start = time.perf_counter()
+        batch = next(batches, None)
+        if batch is None:
+            return
+        if (p := profile.active()) is not None:
+            p.add("poll" if batch.records else "idle", time.perf_counter() - start)
+        yield batch
+
+
+def _waited(future: Future[Prepared]) -> Prepared:
+    with stage("wait-prepare"):
+        return future.result()
 
 
 def _prepare_batch(
     engine: Engine, batch: Batch, limits: Limits, extractor: Extractor | None
 ) -> Prepared:
-    prepared = prepare(engine, batch.records, limits, extractor)
+    with stage("prepare"):
+        prepared = prepare(engine, batch.records, limits, extractor)
     prepared.position = batch.position
     return prepared
 

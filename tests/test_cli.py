@@ -234,8 +234,9 @@ def test_batch_size_does_not_change_decisions(tmp_path: Path) -> None:
     _, one, _ = detect(tmp_path, records, "--batch-size", "1", "--workers", "0")
     _, big, _ = detect(tmp_path, records, "--batch-size", "1000", "--workers", "0")
     _, workers, _ = detect(tmp_path, records, "--batch-size", "7", "--workers", "2")
+    _, ahead, _ = detect(tmp_path, records, "--batch-size", "7", "--prefetch")
     assert len(one) == len(records)
-    assert verdicts(one) == verdicts(big) == verdicts(workers)
+    assert verdicts(one) == verdicts(big) == verdicts(workers) == verdicts(ahead)
 
 
 def test_repeated_ids_and_order(tmp_path: Path) -> None:
