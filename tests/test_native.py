@@ -306,3 +306,40 @@ def test_bucket_names_are_the_reference_s(buckets: list[tuple[str, int, int]]) -
         keys._NATIVE = saved
     assert [n.decode() for n in native] == reference
     assert np.array_equal(shards, same_shards)
+
+
+# One Redis argument as redis-py's Encoder takes it.
+RESP_ARGS = st.one_of(
+    st.binary(max_size=40),
+    st.text(max_size=20),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(allow_nan=False),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["SET", "HMGET", "EVAL"]), st.lists(RESP_ARGS, max_size=12)),
+        max_size=8,
+    )
+)
+def test_resp_commands_are_redis_pys_packing(commands: list[tuple[str, list[object]]]) -> None:
+    """The native RESP packer writes the bytes redis-py's pipeline would send."""
+    import redis
+
+    assert NATIVE is not None
+    cmds = [(name, *args) for name, args in commands]
+    expected = b"".join(bytes(c) for c in redis.Connection().pack_commands(cmds))
+    assert NATIVE.resp_commands(cmds) == expected
+
+
+@pytest.mark.parametrize("bad", [True, None, object(), np.uint64(1)])
+def test_resp_commands_refuse_what_redis_py_refuses(bad: object) -> None:
+    import redis
+
+    assert NATIVE is not None
+    with pytest.raises(redis.DataError):
+        redis.Connection().pack_commands([("SET", "k", bad)])
+    with pytest.raises(TypeError, match="Redis argument"):
+        NATIVE.resp_commands([("SET", "k", bad)])

@@ -9,10 +9,12 @@
 use std::collections::HashMap;
 
 use pyo3::buffer::PyBuffer;
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyList, PyString};
+use pyo3::types::{PyBool, PyByteArray, PyBytes, PyFloat, PyInt, PyList, PyString};
 use xxhash_rust::xxh3::xxh3_64;
+
+mod resp;
 
 const CODE_POINTS: usize = 0x110000;
 const WORD: u8 = 1;
@@ -684,11 +686,56 @@ fn bucket_names<'py>(
     Ok(out)
 }
 
+/// index/redis/resp.py: commands (sequences of bytes, str, int or float, as redis-py's
+/// Encoder takes them) as one RESP buffer.
+#[pyfunction]
+fn resp_commands<'py>(
+    py: Python<'py>,
+    commands: Vec<Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let mut out = Vec::with_capacity(commands.len() * 64);
+    let mut owned: Vec<Vec<u8>> = Vec::new();
+    for cmd in &commands {
+        owned.clear();
+        for arg in cmd.try_iter()? {
+            owned.push(resp_arg(&arg?)?);
+        }
+        let views: Vec<&[u8]> = owned.iter().map(|a| a.as_slice()).collect();
+        resp::command(&views, &mut out);
+    }
+    Ok(PyBytes::new(py, &out))
+}
+
+/// One argument's bytes as redis-py's Encoder makes them: bytes as they are, str as UTF-8,
+/// int and float as their repr; a bool, or anything else, is refused as it refuses them.
+fn resp_arg(arg: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
+    if let Ok(b) = arg.cast::<PyBytes>() {
+        return Ok(b.as_bytes().to_vec());
+    }
+    if let Ok(s) = arg.cast::<PyString>() {
+        return Ok(s.to_str()?.as_bytes().to_vec());
+    }
+    if arg.is_instance_of::<PyBool>() {
+        return Err(PyTypeError::new_err("a Redis argument cannot be a bool"));
+    }
+    if arg.is_instance_of::<PyInt>() || arg.is_instance_of::<PyFloat>() {
+        return Ok(arg.repr()?.to_str()?.as_bytes().to_vec());
+    }
+    if let Ok(b) = arg.cast::<PyByteArray>() {
+        return Ok(b.to_vec());
+    }
+    Err(PyTypeError::new_err(format!(
+        "a Redis argument must be bytes, str, int or float, not {}",
+        arg.get_type().name()?
+    )))
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Kernels>()?;
     m.add_function(wrap_pyfunction!(jaccard, m)?)?;
     m.add_function(wrap_pyfunction!(bucket_names, m)?)?;
     m.add_function(wrap_pyfunction!(sketches, m)?)?;
+    m.add_function(wrap_pyfunction!(resp_commands, m)?)?;
     Ok(())
 }

@@ -8,6 +8,7 @@ import redis
 from redis.cluster import RedisCluster
 
 from ...errors import BackendUnavailable
+from . import resp
 
 
 class Batch:
@@ -25,10 +26,7 @@ class Batch:
 
     def execute(self) -> list[Any]:
         if not isinstance(self.client, RedisCluster):
-            pipe: Any = self.client.pipeline(transaction=False)
-            for _, command in self.commands:
-                pipe.execute_command(*command)
-            return list(pipe.execute())
+            return resp.execute(self.client, [command for _, command in self.commands])
         client: Any = self.client  # redis-py's cluster helpers are untyped
         by_node: dict[str, tuple[Any, list[int]]] = {}
         for at, (key, _) in enumerate(self.commands):
@@ -37,10 +35,10 @@ class Batch:
         out: list[Any] = [None] * len(self.commands)
         try:
             for node, positions in by_node.values():
-                pipe = client.get_redis_connection(node).pipeline(transaction=False)
-                for at in positions:
-                    pipe.execute_command(*self.commands[at][1])
-                for at, reply in zip(positions, pipe.execute(), strict=True):
+                replies = resp.execute(
+                    client.get_redis_connection(node), [self.commands[at][1] for at in positions]
+                )
+                for at, reply in zip(positions, replies, strict=True):
                     out[at] = reply
         except (
             redis.exceptions.MovedError,

@@ -57,8 +57,11 @@ class Store:
         """One script, alone in its round trip (the coordinator's: its first key, seq,
         routes it to the coordinator's slot). EVAL rather than EVALSHA: Redis caches the
         compiled script either way, and EVAL needs no reload after a restart or a
-        failover."""
-        return self.call(self.client.eval, args.script, len(args.keys), *args.keys, *args.argv)
+        failover. It goes as a batch of one: a commit's script carries arguments by the
+        thousand, which the batches' packer writes at once (resp.py)."""
+        batch = self.batch()
+        batch.add(args.keys[0], "EVAL", args.script, len(args.keys), *args.keys, *args.argv)
+        return self.call(batch.execute)[0]
 
     def batch(self) -> Batch:
         """An empty round trip; `call(batch.execute)` sends it."""

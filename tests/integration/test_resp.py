@@ -1,0 +1,83 @@
+"""The index's round trips (index/redis/resp.py: one RESP buffer, packed natively) against
+redis-py's pipeline on the real server and cluster: the same replies, the same error, and
+a connection that stays in step after an error reply."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+import redis
+from redis.cluster import RedisCluster
+
+from detector.index.redis import resp
+from detector.index.redis.cluster import Batch
+
+
+def commands(tag: str) -> list[tuple[Any, ...]]:
+    k = f"{{{tag}}}"
+    return [
+        ("SET", f"{k}:s", b"v\x00\xff", "NX"),
+        ("SET", f"{k}:s", "again", "NX"),
+        ("GET", f"{k}:s"),
+        ("HSET", f"{k}:h", "a", 1, "b", 2.5),
+        ("HSETNX", f"{k}:h", "a", "x"),
+        ("HMGET", f"{k}:h", "a", "b", "missing"),
+        ("ZADD", f"{k}:z", 3, "m"),
+        ("EVAL", "return {KEYS[1], ARGV[1], tonumber(ARGV[2]) + 1}", 1, f"{k}:s", "é", 41),
+        ("EXISTS", f"{k}:s", f"{k}:none"),
+    ]
+
+
+def pipeline(client: redis.Redis, cmds: list[tuple[Any, ...]]) -> list[Any]:
+    pipe = client.pipeline(transaction=False)
+    for c in cmds:
+        pipe.execute_command(*c)
+    return list(pipe.execute())
+
+
+def test_replies_are_a_pipelines(rclient: redis.Redis) -> None:
+    assert resp.PACK is not None, "the native packer was not built"
+    a, b = uuid.uuid4().hex, uuid.uuid4().hex
+    try:
+        got = resp.execute(rclient, commands(a))
+        assert got[7][0] == f"{{{a}}}:s".encode()  # the script's own key: the rest is alike
+        got[7][0] = f"{{{b}}}:s".encode()
+        assert got == pipeline(rclient, commands(b))
+        assert got[0] is True and got[1] is None and got[5] == [b"1", b"2.5", None]
+    finally:
+        rclient.delete(*(f"{{{t}}}:{s}" for t in (a, b) for s in "shz"))
+
+
+def test_an_error_reply_is_raised_after_every_reply_is_read(rclient: redis.Redis) -> None:
+    tag = uuid.uuid4().hex
+    k = f"{{{tag}}}"
+    rclient.set(f"{k}:s", "text")
+    cmds = [("SET", f"{k}:t", "1"), ("INCR", f"{k}:s"), ("SET", f"{k}:u", "2")]
+    try:
+        with pytest.raises(redis.ResponseError, match="not an integer"):
+            resp.execute(rclient, cmds)
+        # both writes around the error went in, and the connection reads its own replies
+        assert resp.execute(rclient, [("MGET", f"{k}:t", f"{k}:u")]) == [[b"1", b"2"]]
+    finally:
+        rclient.delete(f"{k}:s", f"{k}:t", f"{k}:u")
+
+
+def test_a_batch_routes_to_each_keys_node(backend: redis.Redis | RedisCluster) -> None:
+    tags = [uuid.uuid4().hex for _ in range(6)]  # hash tags of (very likely) every node
+    batch = Batch(backend)
+    for t in tags:
+        for c in commands(t):
+            batch.add(c[1] if c[0] != "EVAL" else c[3], *c)
+    try:
+        got = batch.execute()
+        assert len(got) == len(tags) * len(commands(""))
+        for n in range(len(tags)):
+            part = got[n * len(commands("")) : (n + 1) * len(commands(""))]
+            assert part[0] is True and part[2] == b"v\x00\xff" and part[-1] == 1
+            assert part[7] == [f"{{{tags[n]}}}:s".encode(), "é".encode(), 42]
+    finally:
+        for t in tags:
+            for s in "shz":
+                backend.delete(f"{{{t}}}:{s}")
