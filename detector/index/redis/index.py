@@ -23,6 +23,7 @@ from redis.cluster import RedisCluster
 from ...blocks import BlockScheme
 from ...errors import BackendUnavailable, ConfigError
 from ...plan import planned_bucket
+from ...profile import stage
 from ...records import Decision
 from ...vectors import default_vector_scheme, unpack
 from .. import (
@@ -478,31 +479,7 @@ class RedisIndex:
         digests = replies[len(groups) :]
 
         fps, nums, offsets = self._entries(buckets, spaces, tables, keys)
-        log_nums = np.arange(snap.first + 1, snap.seq + 1, dtype=np.int64)
-        near: list[dict[int, int]] = []  # per query: number -> fingerprint
-        exact: list[int | None] = []
-        for at, (q, dh, dg) in enumerate(zip(queries, dhs, digests, strict=True)):
-            found: dict[int, int] = {}
-            k = self.scheme_for(q.space).k
-            first, last = offsets[starts[at]], offsets[starts[at + 1]]
-            if last > first:
-                e_fp, e_num = fps[first:last], nums[first:last]
-                keep = (np.bitwise_count(e_fp ^ np.uint64(q.fingerprint)) <= k) & (
-                    e_num > snap.cutoff
-                )
-                found.update(zip(e_num[keep].tolist(), e_fp[keep].tolist(), strict=True))
-            ex = int(dg) if dg is not None else None
-            if len(snap.log):
-                mine = snap.log["space"] == q.space.encode()
-                close = mine & (np.bitwise_count(snap.log["fp"] ^ np.uint64(q.fingerprint)) <= k)
-                found.update(
-                    zip(log_nums[close].tolist(), snap.log["fp"][close].tolist(), strict=True)
-                )
-                same = np.flatnonzero(mine & (snap.log["dh"] == np.void(dh)))
-                if len(same):
-                    ex = int(log_nums[same[0]])
-            near.append({n: fp for n, fp in found.items() if n > snap.cutoff})
-            exact.append(ex if ex is not None and ex > snap.cutoff else None)
+        near, exact = self._filtered(queries, dhs, digests, snap, fps, nums, offsets, starts)
 
         ids = self._ids({n for f in near for n in f} | {n for n in exact if n is not None})
         out = []
@@ -515,6 +492,49 @@ class RedisIndex:
             cands.sort(key=lambda c: (c.distance, c.id))
             out.append(Found(ids.get(ex) if ex is not None else None, cands))
         return out
+
+    def _filtered(
+        self,
+        queries: Sequence[Query],
+        dhs: list[bytes],
+        digests: list[Any],
+        snap: lua.Snapshot,
+        fps: np.ndarray,
+        nums: np.ndarray,
+        offsets: list[int],
+        starts: list[int],
+    ) -> tuple[list[dict[int, int]], list[int | None]]:
+        """Per query, the entries within its k (number -> fingerprint) of its buckets and
+        of the writes the snapshot's log holds, and the number of its exact copy, if any;
+        none taken out of the lookups (cutoff). The whole batch at once: per query, numpy
+        cost more in calls than in work."""
+        cutoff = snap.cutoff
+        qfps = np.array([q.fingerprint for q in queries], np.uint64)
+        ks = np.array([self.scheme_for(q.space).k for q in queries], np.int64)
+        owner = np.repeat(np.arange(len(queries)), np.diff(np.asarray(offsets)[starts]))
+        keep = (np.bitwise_count(fps ^ qfps[owner]) <= ks[owner]) & (nums > cutoff)
+        near: list[dict[int, int]] = [{} for _ in queries]
+        for q, n, fp in zip(
+            owner[keep].tolist(), nums[keep].tolist(), fps[keep].tolist(), strict=True
+        ):
+            near[q][n] = fp
+        exact = [int(dg) if dg is not None else None for dg in digests]
+        log = snap.log
+        nums_of_log = np.arange(snap.first + 1, snap.seq + 1, dtype=np.int64)
+        spaces = np.array([q.space.encode() for q in queries])
+        dh = np.array([np.void(d) for d in dhs])
+        rows = max(1, (1 << 20) // max(len(log), 1))  # queries x log entries at a time
+        for top in range(0, len(queries) if len(log) else 0, rows):
+            at = slice(top, top + rows)
+            mine = spaces[at, None] == log["space"][None, :]
+            close = mine & (np.bitwise_count(log["fp"][None, :] ^ qfps[at, None]) <= ks[at, None])
+            close &= (nums_of_log > cutoff)[None, :]
+            for q, j in zip(*np.nonzero(close), strict=True):
+                near[top + q][int(nums_of_log[j])] = int(log["fp"][j])
+            same = mine & (log["dh"][None, :] == dh[at, None])
+            for q in np.flatnonzero(same.any(axis=1)).tolist():  # the log's first copy
+                exact[top + q] = int(nums_of_log[np.argmax(same[q])])
+        return near, [ex if ex is not None and ex > cutoff else None for ex in exact]
 
     def _entries(
         self,
@@ -694,7 +714,8 @@ class RedisIndex:
         for e in indexing:
             if e is not None and len(e.space.encode()) > 8:
                 raise ConfigError(f"fingerprint space {e.space!r} is longer than 8 bytes")
-        written = self._write_texts(indexing)
+        with stage("decide/index/texts"):
+            written = self._write_texts(indexing)
         keep_old = any(i.keep_previous for i in items)
         if not {i.decision.id for i in items} <= self._read_ids:
             self.decisions([i.decision.id for i in items])  # a commit not after a read
@@ -704,24 +725,25 @@ class RedisIndex:
         ]
         seen = self.read_mark
         done, upto, reply = len(items), self.mark, None
-        for _ in range(COMMIT_ROUNDS):
-            args = lua.commit_args(
-                self.layout, upto, seen, args_of[:done], self.keep, self.granularity, keep_old
-            )
-            reply = lua.CommitReply.parse(
-                self.store.eval(args), [i.decision.id for i in items[:done]]
-            )
-            if reply.status == "moved":
-                done = reply.moved
-            elif reply.status == "stale":
-                upto = reply.seq
-                done = min(done, self._first_conflict(indexing[:done], dhs, reply.log))
+        with stage("decide/index/script"):
+            for _ in range(COMMIT_ROUNDS):
+                args = lua.commit_args(
+                    self.layout, upto, seen, args_of[:done], self.keep, self.granularity, keep_old
+                )
+                reply = lua.CommitReply.parse(
+                    self.store.eval(args), [i.decision.id for i in items[:done]]
+                )
+                if reply.status == "moved":
+                    done = reply.moved
+                elif reply.status == "stale":
+                    upto = reply.seq
+                    done = min(done, self._first_conflict(indexing[:done], dhs, reply.log))
+                else:
+                    break
+                if done == 0:
+                    break
             else:
-                break
-            if done == 0:
-                break
-        else:
-            done = 0
+                done = 0
         if reply is None or reply.status != "ok" or done == 0:
             self._drop_raced([indexing[i].id for i in written])  # type: ignore[union-attr]
             return Committed(0, {})
@@ -778,9 +800,10 @@ class RedisIndex:
             else replace(w, indexed=None, gone=((w.indexed[0], w.name, "m"), *w.gone))
             for w in writes
         ]
-        self._apply(writes, reply.member)
-        self._drop_texts(unindexed)
-        self._drop_raced(raced)
+        with stage("decide/index/apply"):
+            self._apply(writes, reply.member)
+            self._drop_texts(unindexed)
+            self._drop_raced(raced)
         return Committed(done, stored)
 
     def _drop_raced(self, names: Sequence[str]) -> None:
