@@ -7,6 +7,7 @@ another consumer committed a near-duplicate first.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import numpy as np
@@ -151,15 +152,11 @@ class Detector:
     ) -> tuple[list[Commit], list[bool]]:
         """The batch's decisions in order: each against the lookup's candidates and the
         batch's documents before it."""
-        digests: dict[str, str] = {}  # digest -> version of this batch's indexed documents
-        decided: dict[str, Decision] = {}  # id -> its latest decision in this batch
-        indexed: dict[int, str] = {}  # position in batch -> version, for documents indexed
-        positions: dict[str, int] = {}  # and back
-        replaced: set[str] = set()  # versions a revision of this batch takes out
+        batch = InBatch()
         items: list[Commit] = []
         stales: list[bool] = []
         for i, (doc, p, f) in enumerate(zip(docs, prints, found, strict=True)):
-            earlier = decided.get(doc.id) or prior.get(doc.id)
+            earlier = batch.decided.get(doc.id) or prior.get(doc.id)
             old = earlier is not None and stale(doc, earlier)
             stales.append(old)
             if earlier is not None and (old or same_content(earlier, p.digest)):
@@ -171,39 +168,36 @@ class Detector:
             def other(name: str) -> bool:
                 """A re-fetch is decided against the index without its own versions, and
                 nothing is against a version an earlier revision of the batch replaced."""
-                return record_of(name)[0] != doc.id and name not in replaced  # noqa: B023
+                return record_of(name)[0] != doc.id and name not in batch.replaced  # noqa: B023
 
-            exact = next((e for e in (f.exact, digests.get(p.digest)) if e and other(e)), None)
+            exact = next(
+                (e for e in (f.exact, batch.digests.get(p.digest)) if e and other(e)), None
+            )
             entry = None
             if exact is not None:
                 d = self._decision(doc, p, exact, 0, 1.0, exact=True, evidence=DIGEST)
             else:
                 local = [
-                    Candidate(indexed[j], prints[j].fingerprint, dist)
+                    Candidate(batch.indexed[j], prints[j].fingerprint, dist)
                     for j, dist in near.get(i, ())
-                    if j in indexed and other(indexed[j])
+                    if j in batch.indexed and other(batch.indexed[j])
                 ]
                 stored = [c for c in f.candidates if other(c.id)]
                 if p.vector is not None:
                     self.vector_lookups += 1
                     self.vector_candidates += len(stored) + len(local)
                 vector = p.packed if p.vector is not None else None
-                d = self._verify(doc, p, stored + local, prints, positions, sketches, i)
+                d = self._verify(doc, p, stored + local, prints, batch.positions, sketches, i)
                 kept = sketches[i] if len(p.shingles) > SHORT_SHINGLES else b""
                 entry = Entry(version, p.space, p.fingerprint, p.digest, p.text, vector, kept)
             if earlier is not None:
                 d.revision, d.previous_fingerprint = revision, earlier.fingerprint
                 if not self.keep_previous:  # its earlier version leaves, for the batch too
-                    gone = version_id(doc.id, earlier.revision)
-                    replaced.add(gone)
-                    indexed = {j: v for j, v in indexed.items() if v != gone}
-                    digests = {k: v for k, v in digests.items() if v != gone}
+                    batch.replace(version_id(doc.id, earlier.revision))
             if entry is not None:
-                digests.setdefault(p.digest, version)
-                positions[version] = i
-                indexed[i] = version
+                batch.index(i, version, p.digest)
             items.append(Commit(d, entry, previous=earlier, keep_previous=self.keep_previous))
-            decided[doc.id] = d
+            batch.decided[doc.id] = d
         return items, stales
 
     def _sketches(self, prints: list[Print]) -> list[bytes]:
@@ -338,6 +332,36 @@ class Detector:
             k=self.k(p.space) if p.vector is not None else None,
             evidence=evidence,
         )
+
+
+@dataclass
+class InBatch:
+    """What deciding a batch knows of its own documents, as it goes: a document is decided
+    against the index and the batch's documents before it."""
+
+    decided: dict[str, Decision] = field(default_factory=dict)  # id -> its latest decision
+    indexed: dict[int, str] = field(default_factory=dict)  # position -> version indexed
+    positions: dict[str, int] = field(default_factory=dict)  # and back
+    digests: dict[str, str] = field(default_factory=dict)  # digest -> its first version
+    digest_of: dict[str, str] = field(default_factory=dict)  # version -> its digest
+    replaced: set[str] = field(default_factory=set)  # versions a revision took out
+
+    def index(self, at: int, version: str, digest: str) -> None:
+        self.digests.setdefault(digest, version)
+        self.digest_of[version] = digest
+        self.positions[version] = at
+        self.indexed[at] = version
+
+    def replace(self, gone: str) -> None:
+        """A revision takes `gone` out: no later document of the batch meets it. In place,
+        so that a batch of re-fetches costs no copy of the batch's maps per revision."""
+        self.replaced.add(gone)
+        at = self.positions.get(gone)
+        if at is not None and self.indexed.get(at) == gone:
+            del self.indexed[at]
+        digest = self.digest_of.get(gone)
+        if digest is not None and self.digests.get(digest) == gone:
+            del self.digests[digest]
 
 
 def same_content(earlier: Decision, digest: str) -> bool:

@@ -297,7 +297,7 @@ class Loop:
                 for o in self.observers:
                     o.done(batch, decisions, done - polled)
                 if (p := profile.active()) is not None:
-                    p.batch(batch.size, polled, done)
+                    p.batch(batch.size, done)
             if self.stopping:
                 break
             if self.upkeep is not None and time.monotonic() - self._upkept >= self.upkeep_every:
@@ -420,7 +420,7 @@ def _polls(batches: Iterator[Batch]) -> Iterator[Batch]:
         if batch is None:
             return
         if (p := profile.active()) is not None:
-            p.add("poll" if batch.records else "idle", time.perf_counter() - start)
+            p.poll(len(batch.records), start, time.perf_counter())
         yield batch
 
 

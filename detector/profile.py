@@ -30,13 +30,19 @@ class Profile:
         self.first: float | None = None  # the first such batch's poll
         self.last = 0.0  # and the end of the last
 
-    def batch(self, records: int, polled: float, done: float) -> None:
-        """A batch of records went through the loop (perf_counter times): the wall time
-        the table divides is from the first one's poll to the last one's end, so a
-        consumer's start-up and its idle polls after a backlog do not count."""
+    def poll(self, records: int, start: float, end: float) -> None:
+        """A poll of the source (perf_counter times) that got `records`: the wall time
+        the table divides starts at the first one that got any, so a consumer's start-up
+        does not count, and an empty one is idle time."""
+        self.add("poll" if records else "idle", end - start)
+        if records and self.first is None:
+            self.first = start
+
+    def batch(self, records: int, done: float) -> None:
+        """A batch of records was decided and committed (perf_counter time): the wall
+        ends at the last one, so the idle polls after a backlog do not count."""
         if records:
             self.docs += records
-            self.first = polled if self.first is None else self.first
             self.last = done
 
     @property

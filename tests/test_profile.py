@@ -25,16 +25,19 @@ def test_off_unless_started_and_then_every_stage_counts() -> None:
     with profile.stage("decide"):
         pass
     p = profile.start()
-    p.add("poll", 0.5)
+    p.poll(0, 5.0, 9.0)  # before the first records: idle, and no clock yet
+    p.poll(100, 10.0, 10.5)
     p.add("decide/lookup", 1.0)
     p.add("decide/index", 2.0)
     p.add("decide", 4.0)
     p.add("publish", 0.25)
-    p.batch(100, polled=10.0, done=12.0)
-    p.batch(0, polled=20.0, done=30.0)  # an idle poll's batch moves no clock
-    p.batch(300, polled=12.0, done=14.0)
+    p.batch(100, done=12.0)
+    p.batch(0, done=30.0)  # an empty batch moves no clock
+    p.poll(300, 12.0, 12.0)
+    p.batch(300, done=14.0)
     rows = p.rows(p.docs)
     assert [r["stage"] for r in rows] == [
+        "idle",
         "poll",
         "decide",
         "decide/lookup",
