@@ -37,8 +37,16 @@ def pipeline(client: redis.Redis, cmds: list[tuple[Any, ...]]) -> list[Any]:
     return list(pipe.execute())
 
 
-def test_replies_are_a_pipelines(rclient: redis.Redis) -> None:
+@pytest.fixture(params=["native", "reference"])
+def packer(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Both ways a round trip goes: the native packer, and redis-py's pipeline."""
     assert resp.PACK is not None, "the native packer was not built"
+    if request.param == "reference":
+        monkeypatch.setattr(resp, "PACK", None)
+    return str(request.param)
+
+
+def test_replies_are_a_pipelines(rclient: redis.Redis, packer: str) -> None:
     a, b = uuid.uuid4().hex, uuid.uuid4().hex
     try:
         got = resp.execute(rclient, commands(a))
@@ -50,7 +58,9 @@ def test_replies_are_a_pipelines(rclient: redis.Redis) -> None:
         rclient.delete(*(f"{{{t}}}:{s}" for t in (a, b) for s in "shz"))
 
 
-def test_an_error_reply_is_raised_after_every_reply_is_read(rclient: redis.Redis) -> None:
+def test_an_error_reply_is_raised_after_every_reply_is_read(
+    rclient: redis.Redis, packer: str
+) -> None:
     tag = uuid.uuid4().hex
     k = f"{{{tag}}}"
     rclient.set(f"{k}:s", "text")
@@ -64,7 +74,7 @@ def test_an_error_reply_is_raised_after_every_reply_is_read(rclient: redis.Redis
         rclient.delete(f"{k}:s", f"{k}:t", f"{k}:u")
 
 
-def test_a_batch_routes_to_each_keys_node(backend: redis.Redis | RedisCluster) -> None:
+def test_a_batch_routes_to_each_keys_node(backend: redis.Redis | RedisCluster, packer: str) -> None:
     tags = [uuid.uuid4().hex for _ in range(6)]  # hash tags of (very likely) every node
     batch = Batch(backend)
     for t in tags:
