@@ -77,11 +77,15 @@ def strip_markup(text: str) -> str:
     (with their semicolon) are decoded, so `?a=1&copy=2` stays as written.
     """
     if looks_like_html(text):
-        text = _drop_comments(_drop_scripts_and_styles(text))
-        return _unescape(_TAG.sub(" ", text))
+        return _unescape(_TAG.sub(" ", drop_comments_scripts_styles(text)))
     if "&" in text:
         text = _ENTITY.sub(lambda m: html.unescape(m[0]), text)
     return text
+
+
+def drop_comments_scripts_styles(text: str) -> str:
+    """strip_markup's first step on a page: comments and script/style elements -> a space."""
+    return _drop_comments(_drop_scripts_and_styles(text))
 
 
 def _drop_scripts_and_styles(text: str) -> str:
