@@ -40,6 +40,19 @@ def _abandon(producer: Any) -> None:
         producer.close(timeout=0)
 
 
+def producer_options(settings: KafkaSettings, limits: TopicLimits) -> dict[str, Any]:
+    """The at-least-once sink's kafka-python producer options (bench/floor.py sends with
+    the same)."""
+    largest = max(limits.bytes.values(), default=0) + RECORD_OVERHEAD
+    return {
+        **settings.common(),
+        "acks": "all",
+        "linger_ms": 5,
+        "retries": 5,
+        "max_request_size": max(16 * 1024 * 1024, largest),
+    }
+
+
 class KafkaSink:
     """Decisions keyed by id to the output topic; bad records to the dead-letter topic.
 
@@ -67,14 +80,7 @@ class KafkaSink:
         self.producer: Any = self._producer()
 
     def _options(self) -> dict[str, Any]:
-        largest = max(self.limits.bytes.values(), default=0) + RECORD_OVERHEAD
-        return {
-            **self.settings.common(),
-            "acks": "all",
-            "linger_ms": 5,
-            "retries": 5,
-            "max_request_size": max(16 * 1024 * 1024, largest),
-        }
+        return producer_options(self.settings, self.limits)
 
     def _producer(self) -> Any:
         return connect(KafkaProducer, "producer", **self._options())
