@@ -26,7 +26,7 @@ from ...errors import BackendUnavailable, ConfigError, Fenced, cause
 from ...records import Decision, Tombstone
 from .. import Headers
 from .settings import KafkaSettings, connect
-from .topics import RECORD_OVERHEAD, TopicLimits, record_size
+from .topics import BROKER_DEFAULT_MAX_MESSAGE, RECORD_OVERHEAD, TopicLimits, record_size
 
 
 def _abandon(producer: Any) -> None:
@@ -40,14 +40,28 @@ def _abandon(producer: Any) -> None:
         producer.close(timeout=0)
 
 
+# A record batch of the producer, at most: a serve batch's decisions (256 of about 400
+# bytes) go in one produce request rather than one every 16 KiB (kafka-python's default).
+RECORD_BATCH = 1024 * 1024
+# The sink flushes after every batch of the loop, and a flush sends what waits at once:
+# lingering until then (or until a record batch is full) sends each batch's decisions in
+# a few produce requests. With 5 ms, the sender thread took a few records at a time and
+# send() woke it every ninth record; the floor consumer drained 19% faster with this.
+LINGER_MS = 1000
+
+
 def producer_options(settings: KafkaSettings, limits: TopicLimits) -> dict[str, Any]:
     """The at-least-once sink's kafka-python producer options (bench/floor.py sends with
     the same)."""
     largest = max(limits.bytes.values(), default=0) + RECORD_OVERHEAD
+    # The broker refuses a record batch over its topic's max.message.bytes, however small
+    # its records: a batch stays within the smallest limit of the topics written.
+    smallest = min((limits.of(t) for t in limits.topics), default=BROKER_DEFAULT_MAX_MESSAGE)
     return {
         **settings.common(),
         "acks": "all",
-        "linger_ms": 5,
+        "linger_ms": LINGER_MS,
+        "batch_size": max(1, min(RECORD_BATCH, smallest - RECORD_OVERHEAD)),
         "retries": 5,
         "max_request_size": max(16 * 1024 * 1024, largest),
     }
