@@ -37,6 +37,8 @@ from typing import Any
 
 from _common import Code, footer, load, markdown, prepare_inputs, resolve_corpus, snapshot_code
 
+KINDS = ("floor", "serve", "adapters")
+
 
 def say(msg: str) -> None:
     print(f"[floor] {msg}", file=sys.stderr, flush=True)
@@ -107,6 +109,44 @@ def consume(spec: dict[str, Any]) -> None:
         consumer.commit(offsets)
 
 
+def adapters(spec: dict[str, Any]) -> None:
+    """The floor through neardup's own KafkaSource and KafkaSink (Decision objects, the
+    sink's encoding and checks, the source's offsets): what serve spends on Kafka I/O
+    without deciding anything (its own process; ends when terminated)."""
+    import zlib
+
+    from detector.records import Decision
+    from detector.stream.kafka import KafkaSink, KafkaSource, TopicLimits
+
+    kafka = settings(spec["batch_size"]).kafka
+    dlq = spec["input"] + ".dlq"
+    source = KafkaSource(kafka, spec["input"], spec["group"], spec["batch_size"])
+    sink = KafkaSink(kafka, spec["output"], dlq, limits=TopicLimits(kafka, [spec["output"], dlq]))
+    while True:
+        records, offsets = source.poll()
+        if not records:
+            continue
+        decisions, headers = [], []
+        for raw, where in records:
+            doc = json.loads(raw)
+            decisions.append(
+                Decision(
+                    doc["id"],
+                    None,
+                    zlib.crc32(raw),
+                    evidence="fingerprint",
+                    features="words-cjk2.builtin-sqrtlen1+u14.0.0+hyperplanes-s0",
+                    namespace=spec["group"],
+                    detector="0.1.0",
+                    origin={k: where[k] for k in ("topic", "partition", "offset")},
+                )
+            )
+            headers.append(where.get("headers"))
+        sink.decisions(decisions, headers)
+        sink.flush()
+        source.commit(offsets)
+
+
 def collect(kafka: Any, topic: str, expected: int, timeout: float) -> dict[str, float]:
     from detector.bench import read_decisions
 
@@ -155,8 +195,9 @@ def measure(
         send_all(run, records)
         if kind == "serve":
             run.start(1, args.serve_arg)
-        else:
+        else:  # floor, adapters
             spec = {
+                "kind": kind,
                 "input": run.input,
                 "output": run.output,
                 "group": run.group,
@@ -187,6 +228,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--corpus", help="JSONL(.gz) stream (default: the shared dev stream)")
     ap.add_argument("--limit", type=int, default=20_000, help="first N records (20,000)")
+    ap.add_argument(
+        "--copies",
+        type=int,
+        default=1,
+        help="the records this many times, the copies' ids suffixed #2, #3...: a longer "
+        "drain for the Kafka-only consumers (serve decides each copy an exact duplicate)",
+    )
     ap.add_argument("--rounds", type=int, default=2, help="floor/serve pairs (default: 2)")
     ap.add_argument(
         "--partitions", type=int, default=2, help="input partitions (2, as neardup bench)"
@@ -200,7 +248,12 @@ def main(argv: list[str] | None = None) -> int:
         help="extra argument for `neardup serve` (repeatable; e.g. --serve-arg=--prefetch)",
     )
     ap.add_argument(
-        "--only", choices=("floor", "serve"), help="measure only this one (default: both)"
+        "--kinds",
+        nargs="+",
+        choices=KINDS,
+        default=["floor", "serve"],
+        help="what to measure, in this order in odd rounds (default: floor serve); "
+        "adapters: the floor through neardup's KafkaSource and KafkaSink, deciding nothing",
     )
     ap.add_argument(
         "--timeout",
@@ -217,13 +270,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--consume", help=argparse.SUPPRESS)  # the floor consumer's process
     args = ap.parse_args(argv)
     if args.consume:
-        consume(json.loads(args.consume))
+        spec = json.loads(args.consume)
+        (adapters if spec["kind"] == "adapters" else consume)(spec)
         return 0
 
     corpus_arg = resolve_corpus(args.corpus)
     load_start = load()
     say(f"load at start: {load_start}")
-    kinds = [args.only] if args.only else ["floor", "serve"]
+    kinds = args.kinds
     rounds: list[dict[str, dict[str, Any]]] = []
     with tempfile.TemporaryDirectory(prefix="neardup-floor-") as tmpdir:
         tmp = Path(tmpdir)
@@ -241,6 +295,11 @@ def main(argv: list[str] | None = None) -> int:
         say(f"detector code measured: {Code.state}")
         ns = settings(args.batch_size)
         records = read_records(corpus)
+        records += [
+            (f"{i}#{c}", json.dumps({**json.loads(raw), "id": f"{i}#{c}"}).encode())
+            for c in range(2, args.copies + 1)
+            for i, raw in records
+        ]
         say(f"{len(records)} records from {corpus_arg}; Kafka {ns.kafka.bootstrap_servers}")
         for r in range(args.rounds):
             got: dict[str, dict[str, Any]] = {}
@@ -283,12 +342,14 @@ def report(
                     "n/a" if size is None else f"{size:,}",
                 ]
             )
-        if len(kinds) == 2:
+        if "serve" in kinds and "floor" in kinds:
             ratio = got["serve"]["docs_per_s"] / got["floor"]["docs_per_s"]
             rows.append(["", "serve/floor", "", "", f"{ratio:.2f}", "", ""])
     print()
     print(
-        f"## floor vs neardup serve on {corpus.name}: {n} records, {args.partitions} input "
+        f"## floor vs neardup serve on {corpus.name}: {n} records"
+        + (f" x {args.copies}" if args.copies > 1 else "")
+        + f", {args.partitions} input "
         f"partition(s), batch {args.batch_size}, one consumer each"
         + (f", serve {' '.join(args.serve_arg)}" if args.serve_arg else "")
     )
@@ -304,7 +365,10 @@ def report(
     print()
     for k in kinds:
         print(f"median {k}: {rates[k]:,.0f} docs/s")
-    if len(kinds) == 2:
+    for k in kinds:
+        if k not in ("floor", "serve") and "floor" in kinds:
+            print(f"{k}/floor (medians): {rates[k] / rates['floor']:.2f}")
+    if "serve" in kinds and "floor" in kinds:
         print(f"serve/floor (medians): {rates['serve'] / rates['floor']:.2f} (target >= 0.8)")
 
 
