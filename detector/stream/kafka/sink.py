@@ -20,6 +20,7 @@ from kafka.errors import (
     ProducerFencedError,
     RecordListTooLargeError,
 )
+from kafka.partitioner.default import DefaultPartitioner
 from kafka.structs import OffsetAndMetadata
 
 from ...errors import BackendUnavailable, ConfigError, Fenced, cause
@@ -50,6 +51,21 @@ RECORD_BATCH = 1024 * 1024
 LINGER_MS = 1000
 
 
+class _Partitioner(DefaultPartitioner):  # type: ignore[misc]  # untyped library
+    """kafka-python's own choice of partition, without its pure-Python murmur2 of every
+    key when the topic has one partition (the decisions and dead letters usually do)."""
+
+    def partition(
+        self, topic: str, key: Any, key_bytes: Any, value: Any, value_bytes: Any, cluster: Any
+    ) -> int:
+        partitions = cluster.partitions_for_topic(topic)
+        if partitions is not None and len(partitions) == 1:
+            return next(iter(partitions))  # type: ignore[no-any-return]
+        return super().partition(  # type: ignore[no-any-return]
+            topic, key, key_bytes, value, value_bytes, cluster
+        )
+
+
 def producer_options(settings: KafkaSettings, limits: TopicLimits) -> dict[str, Any]:
     """The at-least-once sink's kafka-python producer options (bench/floor.py sends with
     the same)."""
@@ -63,6 +79,7 @@ def producer_options(settings: KafkaSettings, limits: TopicLimits) -> dict[str, 
         "linger_ms": LINGER_MS,
         "batch_size": max(1, min(RECORD_BATCH, smallest - RECORD_OVERHEAD)),
         "retries": 5,
+        "partitioner": _Partitioner(),
         "max_request_size": max(16 * 1024 * 1024, largest),
     }
 
@@ -101,8 +118,9 @@ class KafkaSink:
 
     def decisions(self, decisions: list[Decision], headers: Sequence[Headers] = ()) -> None:
         limit = self.limits.of(self.output_topic)
-        for d, h in zip(decisions, headers or [None] * len(decisions), strict=True):
-            key, value = d.id.encode(), d.to_json().encode()
+        values = Decision.encode_many(decisions)
+        for d, value, h in zip(decisions, values, headers or [None] * len(decisions), strict=True):
+            key = d.id.encode()
             if (size := record_size(key, value, h)) <= limit:
                 self._send(self.output_topic, key, value, h)
             else:  # a huge url or headers copied from the record: not lost, a dead letter
