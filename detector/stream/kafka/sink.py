@@ -79,6 +79,9 @@ def producer_options(settings: KafkaSettings, limits: TopicLimits) -> dict[str, 
         "linger_ms": LINGER_MS,
         "batch_size": max(1, min(RECORD_BATCH, smallest - RECORD_OVERHEAD)),
         "retries": 5,
+        # The decisions are near-identical JSON: zstd sent and stored the floor bench's
+        # output in 1/18 of the bytes (lz4: 1/11), at the same drain rate within noise.
+        "compression_type": "zstd",
         "partitioner": _Partitioner(),
         "max_request_size": max(16 * 1024 * 1024, largest),
     }
