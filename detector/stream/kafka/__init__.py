@@ -14,8 +14,20 @@ records, offsets and the commit are one unit that a read_committed reader sees o
 """
 
 from .settings import KafkaSettings, check
-from .sink import TRANSACTION_TIMEOUT_MS, KafkaSink, TransactionalSink, transactional_id
-from .source import MAX_FETCH_FRAME, KafkaSource, Offsets, TransactionalSource
+from .sink import (
+    TRANSACTION_TIMEOUT_MS,
+    KafkaSink,
+    TransactionalSink,
+    producer_options,
+    transactional_id,
+)
+from .source import (
+    MAX_FETCH_FRAME,
+    KafkaSource,
+    Offsets,
+    TransactionalSource,
+    consumer_options,
+)
 from .tools import Producer, Refused, as_json, tail
 from .topics import (
     BROKER_DEFAULT_MAX_MESSAGE,
@@ -43,7 +55,9 @@ __all__ = [
     "TransactionalSource",
     "as_json",
     "check",
+    "consumer_options",
     "ensure_topics",
+    "producer_options",
     "remove",
     "tail",
     "transactional_id",

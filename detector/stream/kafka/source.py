@@ -65,6 +65,33 @@ class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]  # untyped lib
             self.source.membership.assigned(sorted(assigned))
 
 
+def consumer_options(
+    settings: KafkaSettings,
+    group: str,
+    batch_size: int,
+    start_from: str = "earliest",
+    isolation_level: str = "read_uncommitted",
+) -> dict[str, Any]:
+    """A serve consumer's kafka-python options (bench/floor.py reads with the same)."""
+    return dict(
+        **settings.common(),
+        group_id=group,
+        enable_auto_commit=False,
+        auto_offset_reset=start_from,
+        allow_auto_create_topics=False,  # topics.py: a typo must not become a topic
+        isolation_level=isolation_level,
+        max_poll_records=batch_size,
+        max_partition_fetch_bytes=8 * 1024 * 1024,
+        # The broker sends a record batch larger than the fetch sizes anyway (KIP-74),
+        # but kafka-python drops a frame over this limit and fetches it again, for ever:
+        # the partition would stall behind one huge batch. Above it, it still does.
+        receive_message_max_bytes=MAX_FETCH_FRAME,
+        # A dead consumer's partitions move after 10 s, not the client default of 45.
+        session_timeout_ms=10_000,
+        heartbeat_interval_ms=3_000,
+    )
+
+
 START_FROM = ("earliest", "latest")
 
 
@@ -94,21 +121,7 @@ class KafkaSource:
         self.consumer = connect(
             KafkaConsumer,
             "consumer",
-            **settings.common(),
-            group_id=group,
-            enable_auto_commit=False,
-            auto_offset_reset=start_from,
-            allow_auto_create_topics=False,  # topics.py: a typo must not become a topic
-            isolation_level=self.isolation_level,
-            max_poll_records=batch_size,
-            max_partition_fetch_bytes=8 * 1024 * 1024,
-            # The broker sends a record batch larger than the fetch sizes anyway (KIP-74),
-            # but kafka-python drops a frame over this limit and fetches it again, for ever:
-            # the partition would stall behind one huge batch. Above it, it still does.
-            receive_message_max_bytes=MAX_FETCH_FRAME,
-            # A dead consumer's partitions move after 10 s, not the client default of 45.
-            session_timeout_ms=10_000,
-            heartbeat_interval_ms=3_000,
+            **consumer_options(settings, group, batch_size, start_from, self.isolation_level),
         )
         self.consumer.subscribe([topic], listener=_Listener(self))
 
