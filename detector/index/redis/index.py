@@ -40,6 +40,8 @@ from .. import (
 from ..texts import Codec, Sample, join, split
 from . import lua
 from .keys import (
+    FIELD_BITS,
+    FIELD_MASK,
     IDS_PER_HASH,
     LAYOUT,
     LOG,
@@ -403,10 +405,10 @@ class RedisIndex:
 
     def _probed_buckets(
         self, queries: Sequence[Query]
-    ) -> tuple[list[Any], list[int], list[int], np.ndarray, np.ndarray, np.ndarray]:
-        """The buckets a lookup reads, query by query: their hashes' names, their fields,
-        where each query's buckets start in them (and a last entry where the last one's
-        end), and each bucket's space, table and key."""
+    ) -> tuple[list[int], np.ndarray, np.ndarray, np.ndarray]:
+        """The buckets a lookup reads, query by query: where each query's buckets start
+        (and a last entry where the last one's end), and each bucket's space, table and
+        key."""
         groups = _by_space([q.space for q in queries])
         probed = {}  # space -> (tables, keys), one row per query of the space
         counts = np.zeros(len(queries), np.intp)
@@ -422,8 +424,56 @@ class RedisIndex:
         for space, (tables, keys) in probed.items():
             at = (starts[groups[space]][:, None] + np.arange(keys.shape[1])[None, :]).ravel()
             all_tables[at], all_keys[at], all_spaces[at] = tables.ravel(), keys.ravel(), space
-        names, _ = self.layout.buckets(all_spaces.tolist(), all_tables, all_keys)
-        return names, fields(all_keys), starts.tolist(), all_spaces, all_tables, all_keys
+        return starts.tolist(), all_spaces, all_tables, all_keys
+
+    def _read_buckets(
+        self, batch: Any, spaces: np.ndarray, tables: np.ndarray, keys: np.ndarray
+    ) -> Callable[[list[Any]], tuple[np.ndarray, bytes]]:
+        """Add to `batch` the reads of buckets (space, table, key): one READ_BUCKETS a
+        shard, which names each bucket hash once with all its fields in one argument.
+        Gives the reader of the batch's replies (the first of them its own): the bucket
+        of each entry read (a position in `keys`) and the entries, in that order."""
+        names = list(dict.fromkeys(spaces.tolist()))
+        space_at = (
+            np.zeros(len(keys), np.int64)
+            if len(names) == 1
+            else np.array([names.index(sp) for sp in spaces.tolist()], np.int64)
+        )
+        groups = keys >> np.uint64(FIELD_BITS)
+        order = np.lexsort((groups, tables, space_at))  # probes by bucket hash
+        g, t, sp = groups[order], tables[order], space_at[order]
+        head = np.ones(len(order), bool)
+        head[1:] = (g[1:] != g[:-1]) | (t[1:] != t[:-1]) | (sp[1:] != sp[:-1])
+        firsts = order[head]  # a probe of each bucket hash
+        hashes, shards = self.layout.buckets(
+            [names[i] for i in space_at[firsts].tolist()], tables[firsts], keys[firsts]
+        )
+        hash_of = np.cumsum(head) - 1  # of each probe in `order`
+        # the replies come shard by shard, each shard's hashes and their fields in `order`
+        by_shard = np.argsort(shards[hash_of], kind="stable")
+        replied = order[by_shard]
+        fields = (keys[replied] & np.uint64(FIELD_MASK)).astype("<u2")
+        ends = np.flatnonzero(np.diff(hash_of[by_shard])) + 1
+        cuts = np.concatenate(([0], ends, [len(replied)])).tolist()
+        in_reply = hash_of[by_shard][cuts[:-1]].tolist()  # the hashes, in reply order
+        tail = self.max_bucket * self.entry_bytes
+        calls = 0
+        for shard_hashes in _by_shard(shards[in_reply]):
+            args = lua.read_buckets_args(
+                [hashes[in_reply[h]] for h in shard_hashes],
+                [fields[cuts[h] : cuts[h + 1]].tobytes() for h in shard_hashes],
+                tail,
+            )
+            batch.add(args.key, *args.command())
+            calls += 1
+
+        def read(replies: list[Any]) -> tuple[np.ndarray, bytes]:
+            got = [lua.read_buckets_reply(r) for r in replies[:calls]]
+            lengths = np.concatenate([n for n, _ in got]) if got else np.zeros(0, np.uint32)
+            owner = np.repeat(replied, lengths.astype(np.int64) // self.entry_bytes)
+            return owner, b"".join(v for _, v in got)
+
+        return read
 
     def _entered_buckets(
         self, docs: Sequence[tuple[int, int, str, bytes]]
@@ -459,32 +509,23 @@ class RedisIndex:
             self._see_dictionary(snap.dictionary)
         if snap.oldest_pending:
             self._repair(snap.oldest_pending)
-        names, probed, starts, spaces, tables, keys = self._probed_buckets(queries)
-        groups: dict[Any, list[int]] = {}  # a bucket hash's buckets: one HMGET
-        for i, name in enumerate(names):
-            groups.setdefault(name, []).append(i)
+        starts, spaces, tables, keys = self._probed_buckets(queries)
         dhs = [digest_hash(q.digest) for q in queries]
         batch = self.store.batch()
-        for name, group in groups.items():
-            batch.add(name, "HMGET", name, *(probed[i] for i in group))
+        read = self._read_buckets(batch, spaces, tables, keys)
         for dh in dhs:
             key = self.layout.digest(dh)
             batch.add(key, "HGET", key, dh[2:])
         replies = self.store.call(batch.execute)
-        buckets: list[bytes | None] = [None] * len(names)
-        for group, got in zip(groups.values(), replies, strict=False):
-            for i, v in zip(group, got, strict=True):
-                buckets[i] = v
-        digests = replies[len(groups) :]
-
-        fps, nums, offsets = self._entries(buckets, spaces, tables, keys)
+        digests = replies[len(replies) - len(dhs) :]
+        fps, nums, offsets = self._entries(*read(replies), starts, spaces, tables, keys)
         log_nums = np.arange(snap.first + 1, snap.seq + 1, dtype=np.int64)
         near: list[dict[int, int]] = []  # per query: number -> fingerprint
         exact: list[int | None] = []
         for at, (q, dh, dg) in enumerate(zip(queries, dhs, digests, strict=True)):
             found: dict[int, int] = {}
             k = self.scheme_for(q.space).k
-            first, last = offsets[starts[at]], offsets[starts[at + 1]]
+            first, last = offsets[at], offsets[at + 1]
             if last > first:
                 e_fp, e_num = fps[first:last], nums[first:last]
                 keep = (np.bitwise_count(e_fp ^ np.uint64(q.fingerprint)) <= k) & (
@@ -518,24 +559,25 @@ class RedisIndex:
 
     def _entries(
         self,
-        buckets: list[bytes | None],
+        owner: np.ndarray,
+        raw: bytes,
+        starts: Sequence[int],
         spaces: np.ndarray,
         tables: np.ndarray,
         keys: np.ndarray,
     ) -> tuple[np.ndarray, np.ndarray, list[int]]:
-        """The fingerprints and numbers of the newest max_bucket entries of each bucket
-        read, all buckets' in one array, and where each bucket's start (and a last entry
-        where the last one's end). A fingerprint is its bucket's key and its entry's rest,
-        composed table by table (keys.py)."""
+        """The fingerprints and numbers of entries read (`raw`, of the buckets `owner`:
+        positions in `keys`), query by query in one array, and where each query's start
+        (and a last entry where the last one's end). A fingerprint is its bucket's key and
+        its entry's rest, composed table by table (keys.py)."""
         size = self.entry_bytes
-        tail = self.max_bucket * size
-        parts = [v[-tail:] if v else b"" for v in buckets]
-        counts = np.array([len(v) // size for v in parts], np.int64)
-        offsets = np.concatenate(([0], np.cumsum(counts)))
-        if not offsets[-1]:
-            return np.zeros(0, np.uint64), np.zeros(0, np.uint32), offsets.tolist()
-        rests, nums = unpack_entries(np.frombuffer(b"".join(parts), np.uint8), size)
-        owner = np.repeat(np.arange(len(parts)), counts)
+        order = np.argsort(owner, kind="stable")  # by bucket, so by query
+        owner = owner[order]
+        offsets = np.searchsorted(owner, np.asarray(starts)).tolist()
+        if not len(owner):
+            return np.zeros(0, np.uint64), np.zeros(0, np.uint32), offsets
+        rests, nums = unpack_entries(np.frombuffer(raw, np.uint8), size)
+        rests, nums = rests[order], nums[order]
         fps = np.zeros(len(rests), np.uint64)
         e_tables, e_keys = tables[owner], keys[owner]
         e_spaces = spaces[owner] if len(set(spaces.tolist())) > 1 else None
@@ -546,7 +588,7 @@ class RedisIndex:
                 at = e_tables == t if mine is None else mine & (e_tables == t)
                 if at.any():
                     fps[at] = scheme.compose(t, e_keys[at], rests[at])
-        return fps, nums, offsets.tolist()
+        return fps, nums, offsets
 
     def _ids(self, numbers: Iterable[int]) -> dict[int, str]:
         """Names of committed versions a lookup may return: from the shards' id map up to
