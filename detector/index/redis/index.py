@@ -405,10 +405,10 @@ class RedisIndex:
 
     def _probed_buckets(
         self, queries: Sequence[Query]
-    ) -> tuple[list[int], np.ndarray, np.ndarray, np.ndarray]:
+    ) -> tuple[list[int], list[str], np.ndarray, np.ndarray, np.ndarray]:
         """The buckets a lookup reads, query by query: where each query's buckets start
-        (and a last entry where the last one's end), and each bucket's space, table and
-        key."""
+        (and a last entry where the last one's end), the spaces, and each bucket's space
+        (a position in them), table and key."""
         groups = _by_space([q.space for q in queries])
         probed = {}  # space -> (tables, keys), one row per query of the space
         counts = np.zeros(len(queries), np.intp)
@@ -420,48 +420,53 @@ class RedisIndex:
         starts = np.concatenate(([0], np.cumsum(counts)))
         all_tables = np.zeros(starts[-1], np.int64)
         all_keys = np.zeros(starts[-1], np.uint64)
-        all_spaces = np.empty(starts[-1], object)
-        for space, (tables, keys) in probed.items():
+        all_spaces = np.zeros(starts[-1], np.int64)
+        for n, (space, (tables, keys)) in enumerate(probed.items()):
             at = (starts[groups[space]][:, None] + np.arange(keys.shape[1])[None, :]).ravel()
-            all_tables[at], all_keys[at], all_spaces[at] = tables.ravel(), keys.ravel(), space
-        return starts.tolist(), all_spaces, all_tables, all_keys
+            all_tables[at], all_keys[at], all_spaces[at] = tables.ravel(), keys.ravel(), n
+        return starts.tolist(), list(probed), all_spaces, all_tables, all_keys
 
     def _read_buckets(
-        self, batch: Any, spaces: np.ndarray, tables: np.ndarray, keys: np.ndarray
+        self, batch: Any, names: list[str], spaces: np.ndarray, tables: np.ndarray, keys: np.ndarray
     ) -> Callable[[list[Any]], tuple[np.ndarray, bytes]]:
-        """Add to `batch` the reads of buckets (space, table, key): one READ_BUCKETS a
-        shard, which names each bucket hash once with all its fields in one argument.
-        Gives the reader of the batch's replies (the first of them its own): the bucket
-        of each entry read (a position in `keys`) and the entries, in that order."""
-        names = list(dict.fromkeys(spaces.tolist()))
-        space_at = (
-            np.zeros(len(keys), np.int64)
-            if len(names) == 1
-            else np.array([names.index(sp) for sp in spaces.tolist()], np.int64)
-        )
+        """Add to `batch` the reads of buckets (space, table, key), `spaces` positions in
+        `names`: one READ_BUCKETS a shard, which names each bucket hash once with all its
+        fields in one argument. Gives the reader of the batch's replies (the first of them
+        its own): the bucket of each entry read (a position in `keys`) and the entries, in
+        that order."""
         groups = keys >> np.uint64(FIELD_BITS)
-        order = np.lexsort((groups, tables, space_at))  # probes by bucket hash
-        g, t, sp = groups[order], tables[order], space_at[order]
-        head = np.ones(len(order), bool)
-        head[1:] = (g[1:] != g[:-1]) | (t[1:] != t[:-1]) | (sp[1:] != sp[:-1])
-        firsts = order[head]  # a probe of each bucket hash
+        widths = [max(self.scheme_for(sp).key_bits()) - FIELD_BITS for sp in names]
+        table_bits = int(tables.max()).bit_length() if len(tables) else 0
+        if max(widths) + table_bits + len(names).bit_length() <= 63:
+            shift = np.uint64(max(widths))
+            code = (spaces.astype(np.uint64) << np.uint64(table_bits)) | tables.astype(np.uint64)
+            code = (code << shift) | groups
+            _, firsts, hash_of = np.unique(code, return_index=True, return_inverse=True)
+        else:  # keys too wide to pack with their table: sorted column by column
+            order = np.lexsort((groups, tables, spaces))
+            g, t, sp = groups[order], tables[order], spaces[order]
+            head = np.ones(len(order), bool)
+            head[1:] = (g[1:] != g[:-1]) | (t[1:] != t[:-1]) | (sp[1:] != sp[:-1])
+            firsts = order[head]
+            hash_of = np.empty(len(order), np.int64)
+            hash_of[order] = np.cumsum(head) - 1
         hashes, shards = self.layout.buckets(
-            [names[i] for i in space_at[firsts].tolist()], tables[firsts], keys[firsts]
+            [names[i] for i in spaces[firsts].tolist()], tables[firsts], keys[firsts]
         )
-        hash_of = np.cumsum(head) - 1  # of each probe in `order`
-        # the replies come shard by shard, each shard's hashes and their fields in `order`
-        by_shard = np.argsort(shards[hash_of], kind="stable")
-        replied = order[by_shard]
+        # the replies come shard by shard, each shard's hashes and their fields in order
+        rank = np.empty(len(firsts), np.int64)
+        rank[np.argsort(shards, kind="stable")] = np.arange(len(firsts))
+        small = np.uint16 if len(firsts) <= 1 << 16 else np.uint32  # a radix sort
+        replied = np.argsort(rank[hash_of].astype(small), kind="stable")
+        in_order = np.argsort(rank)  # the hashes, in reply order
+        ends = np.searchsorted(rank[hash_of][replied], np.arange(len(firsts) + 1))
         fields = (keys[replied] & np.uint64(FIELD_MASK)).astype("<u2")
-        ends = np.flatnonzero(np.diff(hash_of[by_shard])) + 1
-        cuts = np.concatenate(([0], ends, [len(replied)])).tolist()
-        in_reply = hash_of[by_shard][cuts[:-1]].tolist()  # the hashes, in reply order
         tail = self.max_bucket * self.entry_bytes
         calls = 0
-        for shard_hashes in _by_shard(shards[in_reply]):
+        for shard_hashes in _by_shard(shards[in_order]):
             args = lua.read_buckets_args(
-                [hashes[in_reply[h]] for h in shard_hashes],
-                [fields[cuts[h] : cuts[h + 1]].tobytes() for h in shard_hashes],
+                [hashes[in_order[h]] for h in shard_hashes],
+                [fields[ends[h] : ends[h + 1]].tobytes() for h in shard_hashes],
                 tail,
             )
             batch.add(args.key, *args.command())
@@ -509,16 +514,16 @@ class RedisIndex:
             self._see_dictionary(snap.dictionary)
         if snap.oldest_pending:
             self._repair(snap.oldest_pending)
-        starts, spaces, tables, keys = self._probed_buckets(queries)
+        starts, names, spaces, tables, keys = self._probed_buckets(queries)
         dhs = [digest_hash(q.digest) for q in queries]
         batch = self.store.batch()
-        read = self._read_buckets(batch, spaces, tables, keys)
+        read = self._read_buckets(batch, names, spaces, tables, keys)
         for dh in dhs:
             key = self.layout.digest(dh)
             batch.add(key, "HGET", key, dh[2:])
         replies = self.store.call(batch.execute)
         digests = replies[len(replies) - len(dhs) :]
-        fps, nums, offsets = self._entries(*read(replies), starts, spaces, tables, keys)
+        fps, nums, offsets = self._entries(*read(replies), starts, names, spaces, tables, keys)
         log_nums = np.arange(snap.first + 1, snap.seq + 1, dtype=np.int64)
         near: list[dict[int, int]] = []  # per query: number -> fingerprint
         exact: list[int | None] = []
@@ -562,6 +567,7 @@ class RedisIndex:
         owner: np.ndarray,
         raw: bytes,
         starts: Sequence[int],
+        names: list[str],
         spaces: np.ndarray,
         tables: np.ndarray,
         keys: np.ndarray,
@@ -580,10 +586,10 @@ class RedisIndex:
         rests, nums = rests[order], nums[order]
         fps = np.zeros(len(rests), np.uint64)
         e_tables, e_keys = tables[owner], keys[owner]
-        e_spaces = spaces[owner] if len(set(spaces.tolist())) > 1 else None
-        for space in dict.fromkeys(spaces.tolist()):
+        e_spaces = spaces[owner] if len(names) > 1 else None
+        for n, space in enumerate(names):
             scheme = self.scheme_for(space)
-            mine = e_spaces == space if e_spaces is not None else None
+            mine = e_spaces == n if e_spaces is not None else None
             for t in range(len(scheme.tables)):
                 at = e_tables == t if mine is None else mine & (e_tables == t)
                 if at.any():
