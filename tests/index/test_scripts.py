@@ -176,11 +176,3 @@ def test_the_pairs_of_the_variadic_scripts() -> None:
     read = lua.decisions_args([("h1", "k1", b"a"), ("h2", "k2", b"b")])
     assert read.key == "h1" and read.keys == ("h1", "k1", "h2", "k2") and read.argv == (b"a", b"b")
     assert lua.decisions_reply([value, None, None, b"k"]) == [(value, None), (None, b"k")]
-
-
-def test_the_pair_of_the_bucket_reads() -> None:
-    read = lua.read_buckets_args(["h1", "h2"], [b"\x05\x00\x07\x00", b"\xff\x03"], 30)
-    assert read.key == "h1" and read.keys == ("h1", "h2")
-    assert read.argv == (30, b"\x05\x00\x07\x00", b"\xff\x03")
-    lengths, values = lua.read_buckets_reply([b"\x0a\x00\x00\x00\x00\x00\x00\x00", b"x" * 10])
-    assert lengths.tolist() == [10, 0] and values == b"x" * 10

@@ -39,6 +39,7 @@ from .. import (
 )
 from ..texts import Codec, Sample, join, split
 from . import lua
+from .cluster import packed_hmget
 from .keys import (
     FIELD_BITS,
     FIELD_MASK,
@@ -430,8 +431,8 @@ class RedisIndex:
         self, batch: Any, names: list[str], spaces: np.ndarray, tables: np.ndarray, keys: np.ndarray
     ) -> Callable[[list[Any]], tuple[np.ndarray, bytes]]:
         """Add to `batch` the reads of buckets (space, table, key), `spaces` positions in
-        `names`: one READ_BUCKETS a shard, which names each bucket hash once with all its
-        fields in one argument. Gives the reader of the batch's replies (the first of them
+        `names`: one HMGET a bucket hash with all the batch's fields of it, packed here
+        (cluster.packed_hmget). Gives the reader of the batch's replies (the first of them
         its own): the bucket of each entry read (a position in `keys`) and the entries, in
         that order."""
         groups = keys >> np.uint64(FIELD_BITS)
@@ -453,30 +454,28 @@ class RedisIndex:
         hashes, shards = self.layout.buckets(
             [names[i] for i in spaces[firsts].tolist()], tables[firsts], keys[firsts]
         )
-        # the replies come shard by shard, each shard's hashes and their fields in order
+        # the hashes by shard (as a cluster's nodes answer), each one's fields in order
         rank = np.empty(len(firsts), np.int64)
         rank[np.argsort(shards, kind="stable")] = np.arange(len(firsts))
         small = np.uint16 if len(firsts) <= 1 << 16 else np.uint32  # a radix sort
         replied = np.argsort(rank[hash_of].astype(small), kind="stable")
         in_order = np.argsort(rank)  # the hashes, in reply order
         ends = np.searchsorted(rank[hash_of][replied], np.arange(len(firsts) + 1))
-        fields = (keys[replied] & np.uint64(FIELD_MASK)).astype("<u2")
+        fields = (keys[replied] & np.uint64(FIELD_MASK)).tolist()
+        for r, h in enumerate(in_order.tolist()):
+            batch.add_packed(hashes[h], packed_hmget(hashes[h], fields[ends[r] : ends[r + 1]]))
+        calls = len(in_order)
         tail = self.max_bucket * self.entry_bytes
-        calls = 0
-        for shard_hashes in _by_shard(shards[in_order]):
-            args = lua.read_buckets_args(
-                [hashes[in_order[h]] for h in shard_hashes],
-                [fields[ends[h] : ends[h + 1]].tobytes() for h in shard_hashes],
-                tail,
-            )
-            batch.add(args.key, *args.command())
-            calls += 1
 
         def read(replies: list[Any]) -> tuple[np.ndarray, bytes]:
-            got = [lua.read_buckets_reply(r) for r in replies[:calls]]
-            lengths = np.concatenate([n for n, _ in got]) if got else np.zeros(0, np.uint32)
-            owner = np.repeat(replied, lengths.astype(np.int64) // self.entry_bytes)
-            return owner, b"".join(v for _, v in got)
+            values = [v for reply in replies[:calls] for v in reply]
+            lengths = np.array([len(v) if v else 0 for v in values], np.int64)
+            if len(lengths) and lengths.max() > tail:  # the newest max_bucket entries
+                for i in np.flatnonzero(lengths > tail).tolist():
+                    values[i] = values[i][-tail:]
+                lengths = np.minimum(lengths, tail)
+            owner = np.repeat(replied, lengths // self.entry_bytes)
+            return owner, b"".join(filter(None, values))
 
         return read
 

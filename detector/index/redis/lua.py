@@ -42,7 +42,6 @@ DECISIONS = _script("decisions")
 SWEEP_IDS = _script("sweep_ids")
 FILTER_BUCKET = _script("filter_bucket")
 SWEEP_BUCKETS = _script("sweep_buckets")
-READ_BUCKETS = _script("read_buckets")
 FORGET_DIGEST = _script("forget_digest")
 SWEEP_DIGESTS = _script("sweep_digests")
 LEARN_TEMPLATE = _script("learn_template")
@@ -392,18 +391,6 @@ def filter_bucket_args(bucket: Any, field: int, num: int, size: int) -> Args:
 def filter_bucket_reply(raw: Any) -> bool:
     """The bucket held the number."""
     return bool(int(raw))
-
-
-def read_buckets_args(buckets: Sequence[Any], fields: Sequence[bytes], tail: int) -> Args:
-    """Read the fields `fields[i]` (2 bytes each, little endian) of `buckets[i]`, at most
-    the last `tail` bytes of each."""
-    return Args(READ_BUCKETS, tuple(buckets), (tail, *fields))
-
-
-def read_buckets_reply(raw: Sequence[Any]) -> tuple[np.ndarray, bytes]:
-    """The length of each bucket read (0: none), in the order asked, and their values."""
-    lengths, values = raw
-    return np.frombuffer(lengths, "<u4"), bytes(values)
 
 
 def sweep_buckets_args(buckets: Sequence[Any], cutoff: int, size: int) -> Args:
