@@ -41,6 +41,8 @@ from .. import (
 from ..texts import Codec, Sample, join, split
 from . import lua
 from .keys import (
+    FIELD_BITS,
+    FIELD_MASK,
     IDS_PER_HASH,
     LAYOUT,
     LOG,
@@ -404,10 +406,10 @@ class RedisIndex:
 
     def _probed_buckets(
         self, queries: Sequence[Query]
-    ) -> tuple[list[Any], list[int], list[int], np.ndarray, np.ndarray, np.ndarray]:
-        """The buckets a lookup reads, query by query: their hashes' names, their fields,
-        where each query's buckets start in them (and a last entry where the last one's
-        end), and each bucket's space, table and key."""
+    ) -> tuple[list[int], list[str], np.ndarray, np.ndarray, np.ndarray]:
+        """The buckets a lookup reads, query by query: where each query's buckets start
+        (and a last entry where the last one's end), the spaces, and each bucket's space
+        (a position in them), table and key."""
         groups = _by_space([q.space for q in queries])
         probed = {}  # space -> (tables, keys), one row per query of the space
         counts = np.zeros(len(queries), np.intp)
@@ -419,12 +421,63 @@ class RedisIndex:
         starts = np.concatenate(([0], np.cumsum(counts)))
         all_tables = np.zeros(starts[-1], np.int64)
         all_keys = np.zeros(starts[-1], np.uint64)
-        all_spaces = np.empty(starts[-1], object)
-        for space, (tables, keys) in probed.items():
+        all_spaces = np.zeros(starts[-1], np.int64)
+        for n, (space, (tables, keys)) in enumerate(probed.items()):
             at = (starts[groups[space]][:, None] + np.arange(keys.shape[1])[None, :]).ravel()
-            all_tables[at], all_keys[at], all_spaces[at] = tables.ravel(), keys.ravel(), space
-        names, _ = self.layout.buckets(all_spaces.tolist(), all_tables, all_keys)
-        return names, fields(all_keys), starts.tolist(), all_spaces, all_tables, all_keys
+            all_tables[at], all_keys[at], all_spaces[at] = tables.ravel(), keys.ravel(), n
+        return starts.tolist(), list(probed), all_spaces, all_tables, all_keys
+
+    def _read_buckets(
+        self, batch: Any, names: list[str], spaces: np.ndarray, tables: np.ndarray, keys: np.ndarray
+    ) -> Callable[[list[Any]], tuple[np.ndarray, bytes]]:
+        """Add to `batch` the reads of buckets (space, table, key), `spaces` positions in
+        `names`: one HMGET a bucket hash with all the batch's fields of it (resp.py packs
+        them natively: a vector lookup names 548). Gives the reader of the batch's replies
+        (the first of them its own): the bucket of each entry read (a position in `keys`)
+        and the entries, in that order."""
+        groups = keys >> np.uint64(FIELD_BITS)
+        widths = [max(self.scheme_for(sp).key_bits()) - FIELD_BITS for sp in names]
+        table_bits = int(tables.max()).bit_length() if len(tables) else 0
+        if max(widths) + table_bits + len(names).bit_length() <= 63:
+            shift = np.uint64(max(widths))
+            code = (spaces.astype(np.uint64) << np.uint64(table_bits)) | tables.astype(np.uint64)
+            code = (code << shift) | groups
+            _, firsts, hash_of = np.unique(code, return_index=True, return_inverse=True)
+        else:  # keys too wide to pack with their table: sorted column by column
+            order = np.lexsort((groups, tables, spaces))
+            g, t, sp = groups[order], tables[order], spaces[order]
+            head = np.ones(len(order), bool)
+            head[1:] = (g[1:] != g[:-1]) | (t[1:] != t[:-1]) | (sp[1:] != sp[:-1])
+            firsts = order[head]
+            hash_of = np.empty(len(order), np.int64)
+            hash_of[order] = np.cumsum(head) - 1
+        hashes, shards = self.layout.buckets(
+            [names[i] for i in spaces[firsts].tolist()], tables[firsts], keys[firsts]
+        )
+        # the hashes by shard (as a cluster's nodes answer), each one's fields in order
+        rank = np.empty(len(firsts), np.int64)
+        rank[np.argsort(shards, kind="stable")] = np.arange(len(firsts))
+        small = np.uint16 if len(firsts) <= 1 << 16 else np.uint32  # a radix sort
+        replied = np.argsort(rank[hash_of].astype(small), kind="stable")
+        in_order = np.argsort(rank)  # the hashes, in reply order
+        ends = np.searchsorted(rank[hash_of][replied], np.arange(len(firsts) + 1))
+        fields = (keys[replied] & np.uint64(FIELD_MASK)).tolist()
+        for r, h in enumerate(in_order.tolist()):
+            batch.add(hashes[h], "HMGET", hashes[h], *fields[ends[r] : ends[r + 1]])
+        calls = len(in_order)
+        tail = self.max_bucket * self.entry_bytes
+
+        def read(replies: list[Any]) -> tuple[np.ndarray, bytes]:
+            values = [v for reply in replies[:calls] for v in reply]
+            lengths = np.array([len(v) if v else 0 for v in values], np.int64)
+            if len(lengths) and lengths.max() > tail:  # the newest max_bucket entries
+                for i in np.flatnonzero(lengths > tail).tolist():
+                    values[i] = values[i][-tail:]
+                lengths = np.minimum(lengths, tail)
+            owner = np.repeat(replied, lengths // self.entry_bytes)
+            return owner, b"".join(filter(None, values))
+
+        return read
 
     def _entered_buckets(
         self, docs: Sequence[tuple[int, int, str, bytes]]
@@ -460,26 +513,17 @@ class RedisIndex:
             self._see_dictionary(snap.dictionary)
         if snap.oldest_pending:
             self._repair(snap.oldest_pending)
-        names, probed, starts, spaces, tables, keys = self._probed_buckets(queries)
-        groups: dict[Any, list[int]] = {}  # a bucket hash's buckets: one HMGET
-        for i, name in enumerate(names):
-            groups.setdefault(name, []).append(i)
+        starts, names, spaces, tables, keys = self._probed_buckets(queries)
         dhs = [digest_hash(q.digest) for q in queries]
         batch = self.store.batch()
-        for name, group in groups.items():
-            batch.add(name, "HMGET", name, *(probed[i] for i in group))
+        read = self._read_buckets(batch, names, spaces, tables, keys)
         for dh in dhs:
             key = self.layout.digest(dh)
             batch.add(key, "HGET", key, dh[2:])
         replies = self.store.call(batch.execute)
-        buckets: list[bytes | None] = [None] * len(names)
-        for group, got in zip(groups.values(), replies, strict=False):
-            for i, v in zip(group, got, strict=True):
-                buckets[i] = v
-        digests = replies[len(groups) :]
-
-        fps, nums, offsets = self._entries(buckets, spaces, tables, keys)
-        near, exact = self._filtered(queries, dhs, digests, snap, fps, nums, offsets, starts)
+        digests = replies[len(replies) - len(dhs) :]
+        fps, nums, offsets = self._entries(*read(replies), starts, names, spaces, tables, keys)
+        near, exact = self._filtered(queries, dhs, digests, snap, fps, nums, offsets)
 
         ids = self._ids({n for f in near for n in f} | {n for n in exact if n is not None})
         out = []
@@ -502,7 +546,6 @@ class RedisIndex:
         fps: np.ndarray,
         nums: np.ndarray,
         offsets: list[int],
-        starts: list[int],
     ) -> tuple[list[dict[int, int]], list[int | None]]:
         """Per query, the entries within its k (number -> fingerprint) of its buckets and
         of the writes the snapshot's log holds, and the number of its exact copy, if any;
@@ -511,7 +554,7 @@ class RedisIndex:
         cutoff = snap.cutoff
         qfps = np.array([q.fingerprint for q in queries], np.uint64)
         ks = np.array([self.scheme_for(q.space).k for q in queries], np.int64)
-        owner = np.repeat(np.arange(len(queries)), np.diff(np.asarray(offsets)[starts]))
+        owner = np.repeat(np.arange(len(queries)), np.diff(offsets))  # entries are by query
         keep = (np.bitwise_count(fps ^ qfps[owner]) <= ks[owner]) & (nums > cutoff)
         near: list[dict[int, int]] = [{} for _ in queries]
         for q, n, fp in zip(
@@ -538,35 +581,37 @@ class RedisIndex:
 
     def _entries(
         self,
-        buckets: list[bytes | None],
+        owner: np.ndarray,
+        raw: bytes,
+        starts: Sequence[int],
+        names: list[str],
         spaces: np.ndarray,
         tables: np.ndarray,
         keys: np.ndarray,
     ) -> tuple[np.ndarray, np.ndarray, list[int]]:
-        """The fingerprints and numbers of the newest max_bucket entries of each bucket
-        read, all buckets' in one array, and where each bucket's start (and a last entry
-        where the last one's end). A fingerprint is its bucket's key and its entry's rest,
-        composed table by table (keys.py)."""
+        """The fingerprints and numbers of entries read (`raw`, of the buckets `owner`:
+        positions in `keys`), query by query in one array, and where each query's start
+        (and a last entry where the last one's end). A fingerprint is its bucket's key and
+        its entry's rest, composed table by table (keys.py)."""
         size = self.entry_bytes
-        tail = self.max_bucket * size
-        parts = [v[-tail:] if v else b"" for v in buckets]
-        counts = np.array([len(v) // size for v in parts], np.int64)
-        offsets = np.concatenate(([0], np.cumsum(counts)))
-        if not offsets[-1]:
-            return np.zeros(0, np.uint64), np.zeros(0, np.uint32), offsets.tolist()
-        rests, nums = unpack_entries(np.frombuffer(b"".join(parts), np.uint8), size)
-        owner = np.repeat(np.arange(len(parts)), counts)
+        order = np.argsort(owner, kind="stable")  # by bucket, so by query
+        owner = owner[order]
+        offsets = np.searchsorted(owner, np.asarray(starts)).tolist()
+        if not len(owner):
+            return np.zeros(0, np.uint64), np.zeros(0, np.uint32), offsets
+        rests, nums = unpack_entries(np.frombuffer(raw, np.uint8), size)
+        rests, nums = rests[order], nums[order]
         fps = np.zeros(len(rests), np.uint64)
         e_tables, e_keys = tables[owner], keys[owner]
-        e_spaces = spaces[owner] if len(set(spaces.tolist())) > 1 else None
-        for space in dict.fromkeys(spaces.tolist()):
+        e_spaces = spaces[owner] if len(names) > 1 else None
+        for n, space in enumerate(names):
             scheme = self.scheme_for(space)
-            mine = e_spaces == space if e_spaces is not None else None
+            mine = e_spaces == n if e_spaces is not None else None
             for t in range(len(scheme.tables)):
                 at = e_tables == t if mine is None else mine & (e_tables == t)
                 if at.any():
                     fps[at] = scheme.compose(t, e_keys[at], rests[at])
-        return fps, nums, offsets.tolist()
+        return fps, nums, offsets
 
     def _ids(self, numbers: Iterable[int]) -> dict[int, str]:
         """Names of committed versions a lookup may return: from the shards' id map up to
