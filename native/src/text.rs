@@ -1,0 +1,154 @@
+//! detector/tokenize.py and normalize.fold: character classes, tokens and their keys,
+//! and the case fold of texts NFKC leaves alone.
+
+use crate::hashing::fmix64;
+
+pub const CODE_POINTS: usize = 0x110000;
+const WORD: u8 = 1;
+const NO_SPACE: u8 = 2;
+const SPAN_SEED: u64 = 0x9E3779B97F4A7C15; // tokenize._SPAN_SEED
+const SPAN_STEP: u64 = 0x632BE59BD9B4E019; // tokenize._SPAN_STEP
+
+/// tokenize._span_hash of one token: its bytes eight at a time, little endian.
+#[inline]
+pub fn span_hash(bytes: &[u8]) -> u64 {
+    let mut h = fmix64((bytes.len() as u64).wrapping_mul(SPAN_SEED));
+    let mut chunks = bytes.chunks_exact(8);
+    for chunk in &mut chunks {
+        let word = u64::from_le_bytes(chunk.try_into().expect("eight bytes"));
+        h = fmix64(h ^ word).wrapping_add(SPAN_STEP);
+    }
+    let tail = chunks.remainder();
+    if !tail.is_empty() {
+        // byte by byte: a copy into a buffer would be a memcpy call per token
+        let word = tail.iter().rev().fold(0u64, |w, &b| (w << 8) | b as u64);
+        h = fmix64(h ^ word).wrapping_add(SPAN_STEP);
+    }
+    h
+}
+
+pub struct Token {
+    pub start: usize,
+    pub end: usize,
+    pub nospace: bool,
+}
+
+/// tokenize.tokenize of one text: runs of word characters, and each character of a
+/// no-space script alone. Bytes are decoded as tokenize._code_points decodes them.
+pub fn tokens(text: &[u8], classes: &[u8], out: &mut Vec<Token>) {
+    out.clear();
+    let at = |i: usize| -> u32 { text.get(i).copied().unwrap_or(b' ') as u32 };
+    let mut run: Option<usize> = None;
+    let mut i = 0;
+    let ascii_word = |i: usize| text[i] < 0x80 && classes[text[i] as usize] == WORD;
+    let ascii_other = |i: usize| text[i] < 0x80 && classes[text[i] as usize] != WORD;
+    while i < text.len() {
+        // Runs of ASCII word or non-word bytes, most of any text, in tight loops.
+        if ascii_word(i) {
+            run.get_or_insert(i);
+            i += 1;
+            while i < text.len() && ascii_word(i) {
+                i += 1;
+            }
+            continue;
+        }
+        if ascii_other(i) {
+            if let Some(start) = run.take() {
+                out.push(Token { start, end: i, nospace: false });
+            }
+            i += 1;
+            while i < text.len() && ascii_other(i) {
+                i += 1;
+            }
+            continue;
+        }
+        let b0 = text[i] as u32;
+        let (size, class) = if b0 < 0xC0 {
+            (1, 0) // a continuation byte without its lead: no character
+        } else {
+            let (size, code) = if b0 < 0xE0 {
+                (2, ((b0 & 0x1F) << 6) | (at(i + 1) & 0x3F))
+            } else if b0 < 0xF0 {
+                (3, ((b0 & 0x0F) << 12) | ((at(i + 1) & 0x3F) << 6) | (at(i + 2) & 0x3F))
+            } else {
+                let code = ((b0 & 0x07) << 18)
+                    | ((at(i + 1) & 0x3F) << 12)
+                    | ((at(i + 2) & 0x3F) << 6)
+                    | (at(i + 3) & 0x3F);
+                (4, code)
+            };
+            (size, classes[(code as usize).min(CODE_POINTS - 1)])
+        };
+        let end = (i + size).min(text.len());
+        if class == WORD {
+            run.get_or_insert(i);
+        } else {
+            if let Some(start) = run.take() {
+                out.push(Token { start, end: i, nospace: false });
+            }
+            if class == NO_SPACE {
+                out.push(Token { start: i, end, nospace: true });
+            }
+        }
+        i = end;
+    }
+    if let Some(start) = run {
+        out.push(Token { start, end: text.len(), nospace: false });
+    }
+}
+
+/// Little-endian int32s, as numpy's "<i4" tobytes writes them.
+pub fn le_i32s(bytes: &[u8]) -> Vec<i32> {
+    bytes
+        .chunks_exact(4)
+        .map(|b| i32::from_le_bytes(b.try_into().expect("four bytes")))
+        .collect()
+}
+
+/// normalize.fold where NFKC has nothing to do: str.casefold from a table.
+pub struct Folder {
+    safe: Vec<u8>,        // normalize.nfkc_safe: 1 where NFKC has nothing to do
+    folds: Vec<[i32; 3]>, // normalize.casefolds per code point: offset, second, third
+}
+
+impl Folder {
+    /// safe: a byte per code point; folds: normalize.casefolds, (3, code points) int32.
+    pub fn new(safe: &[u8], folds: &[u8]) -> Result<Self, &'static str> {
+        if safe.len() != CODE_POINTS {
+            return Err("safe needs a byte per code point");
+        }
+        if folds.len() != 3 * 4 * CODE_POINTS {
+            return Err("folds needs three int32 per code point");
+        }
+        let rows = le_i32s(folds);
+        let folds = (0..CODE_POINTS)
+            .map(|c| [rows[c], rows[CODE_POINTS + c], rows[2 * CODE_POINTS + c]])
+            .collect();
+        Ok(Folder { safe: safe.to_vec(), folds })
+    }
+
+    pub fn fold(&self, text: &str) -> Option<String> {
+        let mut out = String::with_capacity(text.len());
+        for ch in text.chars() {
+            if ch.is_ascii() {
+                out.push(ch.to_ascii_lowercase()); // what str.casefold does to ASCII
+                continue;
+            }
+            let c = ch as usize;
+            if self.safe[c] == 0 {
+                return None;
+            }
+            let [first, second, third] = self.folds[c];
+            if first == 0 && second == 0 {
+                out.push(ch);
+                continue;
+            }
+            for code in [c as i64 + first as i64, second as i64, third as i64] {
+                if code != 0 {
+                    out.push(char::from_u32(code as u32)?);
+                }
+            }
+        }
+        Some(out)
+    }
+}
