@@ -12,6 +12,7 @@
 mod features;
 mod hashing;
 mod index;
+mod nfkc;
 mod simhash;
 mod sketch;
 mod text;
@@ -24,6 +25,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString};
 
 use features::{Featurizer, Weights};
+use nfkc::Nfkc;
 use text::Folder;
 
 fn as_bytes<'py, T: Copy>(py: Python<'py>, values: &[T]) -> Bound<'py, PyBytes> {
@@ -43,6 +45,9 @@ fn invalid(message: &'static str) -> PyErr {
     PyValueError::new_err(message)
 }
 
+/// normalize's combining_classes, non_starters, decompositions and compositions.
+type NfkcTables<'a> = (&'a [u8], &'a [u8], &'a [u8], &'a [u8], &'a [u8]);
+
 #[pyclass(frozen)]
 struct Kernels {
     folder: Folder,
@@ -52,16 +57,18 @@ struct Kernels {
 #[pymethods]
 impl Kernels {
     /// classes: the tokenizer's uint8 class of every code point (tokenize.char_classes);
-    /// safe, folds: normalize.nfkc_safe and casefolds; by_length or table + unseen: the
-    /// weights; cjk_n, shingle_n: the feature config; literal_n: words per shingle of the
-    /// literal pass.
+    /// safe, folds: normalize.nfkc_safe and casefolds; nfkc: normalize's combining_classes,
+    /// non_starters, decompositions (lengths, values) and compositions, as bytes; by_length
+    /// or table + unseen: the weights; cjk_n, shingle_n: the feature config; literal_n:
+    /// words per shingle of the literal pass.
     #[new]
-    #[pyo3(signature = (classes, safe, folds, cjk_n, shingle_n, literal_n, by_length=None, table=None, unseen=1.0))]
+    #[pyo3(signature = (classes, safe, folds, nfkc, cjk_n, shingle_n, literal_n, by_length=None, table=None, unseen=1.0))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         classes: &[u8],
         safe: &[u8],
         folds: &[u8],
+        nfkc: NfkcTables<'_>,
         cjk_n: usize,
         shingle_n: usize,
         literal_n: usize,
@@ -74,15 +81,17 @@ impl Kernels {
             (None, Some(t)) => Weights::Table(t, unseen),
             _ => return Err(invalid("give by_length or table, not both")),
         };
+        let (ccc, non_starters, lengths, values, compositions) = nfkc;
+        let nfkc = Nfkc::new(ccc, non_starters, lengths, values, compositions).map_err(invalid)?;
         Ok(Kernels {
-            folder: Folder::new(safe, folds).map_err(invalid)?,
+            folder: Folder::new(safe, folds, nfkc).map_err(invalid)?,
             featurizer: Featurizer::new(classes, weights, cjk_n, shingle_n, literal_n)
                 .map_err(invalid)?,
         })
     }
 
-    /// normalize.fold of each text (NFKC, then str.casefold) where the text needs no
-    /// NFKC work; None where it does (or holds a lone surrogate): unicodedata decides those.
+    /// normalize.fold of each text (NFKC, then str.casefold); None for a text with a lone
+    /// surrogate or a run of more than 30 non-starters: fold() decides those.
     fn fold<'py>(
         &self,
         py: Python<'py>,

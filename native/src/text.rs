@@ -2,6 +2,7 @@
 //! and the case fold of texts NFKC leaves alone.
 
 use crate::hashing::fmix64;
+use crate::nfkc::Nfkc;
 
 pub const CODE_POINTS: usize = 0x110000;
 const WORD: u8 = 1;
@@ -105,15 +106,16 @@ pub fn le_i32s(bytes: &[u8]) -> Vec<i32> {
         .collect()
 }
 
-/// normalize.fold where NFKC has nothing to do: str.casefold from a table.
+/// normalize.fold: NFKC, then str.casefold from a table.
 pub struct Folder {
     safe: Vec<u8>,        // normalize.nfkc_safe: 1 where NFKC has nothing to do
     folds: Vec<[i32; 3]>, // normalize.casefolds per code point: offset, second, third
+    nfkc: Nfkc,
 }
 
 impl Folder {
     /// safe: a byte per code point; folds: normalize.casefolds, (3, code points) int32.
-    pub fn new(safe: &[u8], folds: &[u8]) -> Result<Self, &'static str> {
+    pub fn new(safe: &[u8], folds: &[u8], nfkc: Nfkc) -> Result<Self, &'static str> {
         if safe.len() != CODE_POINTS {
             return Err("safe needs a byte per code point");
         }
@@ -124,31 +126,50 @@ impl Folder {
         let folds = (0..CODE_POINTS)
             .map(|c| [rows[c], rows[CODE_POINTS + c], rows[2 * CODE_POINTS + c]])
             .collect();
-        Ok(Folder { safe: safe.to_vec(), folds })
+        Ok(Folder { safe: safe.to_vec(), folds, nfkc })
     }
 
+    /// None for a text fold() inserts combining grapheme joiners into (Nfkc::normalize).
     pub fn fold(&self, text: &str) -> Option<String> {
         let mut out = String::with_capacity(text.len());
+        // Most texts are NFKC already, and a text of safe characters is: no NFKC pass.
         for ch in text.chars() {
-            if ch.is_ascii() {
-                out.push(ch.to_ascii_lowercase()); // what str.casefold does to ASCII
-                continue;
+            if !ch.is_ascii() && self.safe[ch as usize] == 0 {
+                return self.fold_nfkc(text);
             }
-            let c = ch as usize;
-            if self.safe[c] == 0 {
-                return None;
-            }
-            let [first, second, third] = self.folds[c];
-            if first == 0 && second == 0 {
-                out.push(ch);
-                continue;
-            }
-            for code in [c as i64 + first as i64, second as i64, third as i64] {
-                if code != 0 {
-                    out.push(char::from_u32(code as u32)?);
-                }
-            }
+            self.casefold(ch as u32, &mut out)?;
         }
         Some(out)
+    }
+
+    fn fold_nfkc(&self, text: &str) -> Option<String> {
+        let mut chars = Vec::with_capacity(text.len());
+        if !self.nfkc.normalize(text, &mut chars) {
+            return None;
+        }
+        let mut out = String::with_capacity(text.len());
+        for c in chars {
+            self.casefold(c, &mut out)?;
+        }
+        Some(out)
+    }
+
+    #[inline]
+    fn casefold(&self, c: u32, out: &mut String) -> Option<()> {
+        if c < 0x80 {
+            out.push((c as u8).to_ascii_lowercase() as char); // what str.casefold does to ASCII
+            return Some(());
+        }
+        let [first, second, third] = self.folds[c as usize];
+        if first == 0 && second == 0 {
+            out.push(char::from_u32(c)?);
+            return Some(());
+        }
+        for code in [c as i64 + first as i64, second as i64, third as i64] {
+            if code != 0 {
+                out.push(char::from_u32(code as u32)?);
+            }
+        }
+        Some(())
     }
 }
