@@ -82,9 +82,10 @@ impl Kernels {
             _ => return Err(invalid("give by_length or table, not both")),
         };
         let (ccc, non_starters, lengths, values, compositions) = nfkc;
-        let nfkc = Nfkc::new(ccc, non_starters, lengths, values, compositions).map_err(invalid)?;
+        let nfkc =
+            Nfkc::new(safe, ccc, non_starters, lengths, values, compositions).map_err(invalid)?;
         Ok(Kernels {
-            folder: Folder::new(safe, folds, nfkc).map_err(invalid)?,
+            folder: Folder::new(folds, nfkc).map_err(invalid)?,
             featurizer: Featurizer::new(classes, weights, cjk_n, shingle_n, literal_n)
                 .map_err(invalid)?,
         })

@@ -22,9 +22,14 @@ const S_COUNT: u32 = L_COUNT * V_COUNT * T_COUNT;
 /// grapheme joiner first (when the text is not NFKC yet); such texts stay with Python.
 const MAX_NON_STARTERS: usize = 30;
 
+// Flags of a code point.
+const NON_STARTER: u8 = 1; // normalize.non_starters
+const SECOND: u8 = 2; // the second of some pair: most characters need no pair lookup
+const KEPT: u8 = 4; // see Nfkc::kept
+
 pub struct Nfkc {
     ccc: Vec<u8>,
-    non_starter: Vec<u8>,
+    flags: Vec<u8>,
     /// decomposition of c: values[starts[c]..starts[c + 1]], empty where NFKD keeps c
     starts: Vec<u32>,
     values: Vec<u32>,
@@ -32,17 +37,19 @@ pub struct Nfkc {
 }
 
 impl Nfkc {
-    /// Each table as normalize.py makes it: ccc and non_starters a byte per code point,
-    /// lengths a byte per code point and values int32, compositions (2, code points) int32.
+    /// Each table as normalize.py makes it: safe, ccc and non_starters a byte per code
+    /// point, lengths a byte per code point and values int32, compositions (2, code
+    /// points) int32.
     pub fn new(
+        safe: &[u8],
         ccc: &[u8],
         non_starters: &[u8],
         lengths: &[u8],
         values: &[u8],
         compositions: &[u8],
     ) -> Result<Self, &'static str> {
-        if ccc.len() != CODE_POINTS || non_starters.len() != CODE_POINTS {
-            return Err("combining classes and non-starters need a byte per code point");
+        if [safe, ccc, non_starters].iter().any(|t| t.len() != CODE_POINTS) {
+            return Err("safe, combining classes and non-starters need a byte per code point");
         }
         if lengths.len() != CODE_POINTS {
             return Err("decomposition lengths need a byte per code point");
@@ -62,17 +69,47 @@ impl Nfkc {
             return Err("compositions need two int32 per code point");
         }
         let rows = le_i32s(compositions);
-        let pairs = (0..CODE_POINTS)
+        let pairs: HashMap<(u32, u32), u32> = (0..CODE_POINTS)
             .filter(|&c| rows[c] != 0)
             .map(|c| ((rows[c] as u32, rows[CODE_POINTS + c] as u32), c as u32))
             .collect();
-        Ok(Nfkc {
-            ccc: ccc.to_vec(),
-            non_starter: non_starters.to_vec(),
-            starts,
-            values,
-            pairs,
-        })
+        let mut flags: Vec<u8> =
+            non_starters.iter().map(|&n| if n != 0 { NON_STARTER } else { 0 }).collect();
+        let hangul = (V_BASE..V_BASE + V_COUNT).chain(T_BASE + 1..T_BASE + T_COUNT);
+        for second in pairs.keys().map(|&(_, second)| second).chain(hangul) {
+            flags[second as usize] |= SECOND;
+        }
+        let mut nfkc = Nfkc { ccc: ccc.to_vec(), flags, starts, values, pairs };
+        let mut first = Vec::with_capacity(18);
+        for c in 0..CODE_POINTS as u32 {
+            first.clear();
+            nfkc.decompose(c, &mut first);
+            let lead = first[0];
+            if safe[c as usize] != 0
+                && nfkc.class(lead) == 0
+                && nfkc.flags[lead as usize] & SECOND == 0
+            {
+                nfkc.flags[c as usize] |= KEPT;
+            }
+        }
+        Ok(nfkc)
+    }
+
+    /// Whether NFKC keeps c as it is (normalize.nfkc_safe) and starts its decomposition
+    /// with a starter nothing composes onto: NFKC(a + c + b) is then NFKC(a) + NFKC(c + b),
+    /// nothing reorders or composes across c. A text need be normalized only between the
+    /// kept characters around those that are not.
+    #[inline]
+    pub fn kept(&self, c: u32) -> bool {
+        self.flags[c as usize] & KEPT != 0
+    }
+
+    /// Where the segment to normalize from text[..from] ends: at the next kept character.
+    pub fn segment_end(&self, text: &str, from: usize) -> usize {
+        text[from..]
+            .char_indices()
+            .find(|&(_, ch)| self.kept(ch as u32))
+            .map_or(text.len(), |(i, _)| from + i)
     }
 
     /// NFKC of text into out, as code points; false (out undefined) for a text with a run
@@ -82,7 +119,7 @@ impl Nfkc {
         let mut run = 0;
         for ch in text.chars() {
             let c = ch as u32;
-            run = if self.non_starter[c as usize] != 0 { run + 1 } else { 0 };
+            run = if self.flags[c as usize] & NON_STARTER != 0 { run + 1 } else { 0 };
             if run > MAX_NON_STARTERS {
                 return false;
             }
@@ -138,6 +175,9 @@ impl Nfkc {
 
     /// The primary composite of a pair, canonical or Hangul (L+V, LV+T).
     fn pair(&self, first: u32, second: u32) -> Option<u32> {
+        if self.flags[second as usize] & SECOND == 0 {
+            return None;
+        }
         if (L_BASE..L_BASE + L_COUNT).contains(&first)
             && (V_BASE..V_BASE + V_COUNT).contains(&second)
         {

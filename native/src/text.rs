@@ -1,5 +1,5 @@
 //! detector/tokenize.py and normalize.fold: character classes, tokens and their keys,
-//! and the case fold of texts NFKC leaves alone.
+//! and the fold (NFKC by nfkc.rs where a text needs it, then case folding).
 
 use crate::hashing::fmix64;
 use crate::nfkc::Nfkc;
@@ -100,25 +100,18 @@ pub fn tokens(text: &[u8], classes: &[u8], out: &mut Vec<Token>) {
 
 /// Little-endian int32s, as numpy's "<i4" tobytes writes them.
 pub fn le_i32s(bytes: &[u8]) -> Vec<i32> {
-    bytes
-        .chunks_exact(4)
-        .map(|b| i32::from_le_bytes(b.try_into().expect("four bytes")))
-        .collect()
+    bytes.chunks_exact(4).map(|b| i32::from_le_bytes(b.try_into().expect("four bytes"))).collect()
 }
 
 /// normalize.fold: NFKC, then str.casefold from a table.
 pub struct Folder {
-    safe: Vec<u8>,        // normalize.nfkc_safe: 1 where NFKC has nothing to do
     folds: Vec<[i32; 3]>, // normalize.casefolds per code point: offset, second, third
     nfkc: Nfkc,
 }
 
 impl Folder {
-    /// safe: a byte per code point; folds: normalize.casefolds, (3, code points) int32.
-    pub fn new(safe: &[u8], folds: &[u8], nfkc: Nfkc) -> Result<Self, &'static str> {
-        if safe.len() != CODE_POINTS {
-            return Err("safe needs a byte per code point");
-        }
+    /// folds: normalize.casefolds, (3, code points) int32.
+    pub fn new(folds: &[u8], nfkc: Nfkc) -> Result<Self, &'static str> {
         if folds.len() != 3 * 4 * CODE_POINTS {
             return Err("folds needs three int32 per code point");
         }
@@ -126,50 +119,76 @@ impl Folder {
         let folds = (0..CODE_POINTS)
             .map(|c| [rows[c], rows[CODE_POINTS + c], rows[2 * CODE_POINTS + c]])
             .collect();
-        Ok(Folder { safe: safe.to_vec(), folds, nfkc })
+        Ok(Folder { folds, nfkc })
     }
 
     /// None for a text fold() inserts combining grapheme joiners into (Nfkc::normalize).
     pub fn fold(&self, text: &str) -> Option<String> {
-        let mut out = String::with_capacity(text.len());
-        // Most texts are NFKC already, and a text of safe characters is: no NFKC pass.
-        for ch in text.chars() {
-            if !ch.is_ascii() && self.safe[ch as usize] == 0 {
-                return self.fold_nfkc(text);
+        let bytes = text.as_bytes();
+        let mut out = Vec::with_capacity(text.len());
+        let mut chars = Vec::new();
+        // Most texts are in NFKC but for a few characters: NFKC runs only from the kept
+        // character before each of those to the kept one after it.
+        let (mut done, mut kept, mut at) = (0, 0, 0);
+        while at < bytes.len() {
+            if bytes[at] < 0x80 {
+                kept = at; // ASCII is kept
+                at += 1;
+                continue;
             }
-            self.casefold(ch as u32, &mut out)?;
+            let ch = text[at..].chars().next().expect("a character starts here");
+            if self.nfkc.kept(ch as u32) {
+                kept = at;
+                at += ch.len_utf8();
+                continue;
+            }
+            let end = self.nfkc.segment_end(text, at + ch.len_utf8());
+            self.casefold_str(&text[done..kept], &mut out)?;
+            if !self.nfkc.normalize(&text[kept..end], &mut chars) {
+                return None;
+            }
+            for &c in &chars {
+                self.casefold(c, &mut out)?;
+            }
+            (done, kept, at) = (end, end, end);
         }
-        Some(out)
+        self.casefold_str(&text[done..], &mut out)?;
+        String::from_utf8(out).ok()
     }
 
-    fn fold_nfkc(&self, text: &str) -> Option<String> {
-        let mut chars = Vec::with_capacity(text.len());
-        if !self.nfkc.normalize(text, &mut chars) {
-            return None;
+    fn casefold_str(&self, text: &str, out: &mut Vec<u8>) -> Option<()> {
+        if text.is_ascii() {
+            out.extend(text.bytes().map(|b| b.to_ascii_lowercase())); // str.casefold of ASCII
+            return Some(());
         }
-        let mut out = String::with_capacity(text.len());
-        for c in chars {
-            self.casefold(c, &mut out)?;
+        for ch in text.chars() {
+            self.casefold(ch as u32, out)?;
         }
-        Some(out)
+        Some(())
     }
 
     #[inline]
-    fn casefold(&self, c: u32, out: &mut String) -> Option<()> {
+    fn casefold(&self, c: u32, out: &mut Vec<u8>) -> Option<()> {
         if c < 0x80 {
-            out.push((c as u8).to_ascii_lowercase() as char); // what str.casefold does to ASCII
+            out.push((c as u8).to_ascii_lowercase());
             return Some(());
         }
         let [first, second, third] = self.folds[c as usize];
         if first == 0 && second == 0 {
-            out.push(char::from_u32(c)?);
-            return Some(());
+            return push(out, c);
         }
         for code in [c as i64 + first as i64, second as i64, third as i64] {
             if code != 0 {
-                out.push(char::from_u32(code as u32)?);
+                push(out, code as u32)?;
             }
         }
         Some(())
     }
+}
+
+#[inline]
+fn push(out: &mut Vec<u8>, c: u32) -> Option<()> {
+    let mut buf = [0u8; 4];
+    out.extend_from_slice(char::from_u32(c)?.encode_utf8(&mut buf).as_bytes());
+    Some(())
 }
