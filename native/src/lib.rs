@@ -45,7 +45,8 @@ fn invalid(message: &'static str) -> PyErr {
     PyValueError::new_err(message)
 }
 
-/// normalize's combining_classes, non_starters, decompositions and compositions.
+/// normalize's combining_classes, non_starters, decompositions (lengths, values) and
+/// compositions (as triples: first, second, composite).
 type NfkcTables<'a> = (&'a [u8], &'a [u8], &'a [u8], &'a [u8], &'a [u8]);
 
 #[pyclass(frozen)]
@@ -58,7 +59,7 @@ struct Kernels {
 impl Kernels {
     /// classes: the tokenizer's uint8 class of every code point (tokenize.char_classes);
     /// safe, folds: normalize.nfkc_safe and casefolds; nfkc: normalize's combining_classes,
-    /// non_starters, decompositions (lengths, values) and compositions, as bytes; by_length
+    /// non_starters, decompositions and compositions, as bytes (NfkcTables); by_length
     /// or table + unseen: the weights; cjk_n, shingle_n: the feature config; literal_n:
     /// words per shingle of the literal pass.
     #[new]
@@ -81,9 +82,8 @@ impl Kernels {
             (None, Some(t)) => Weights::Table(t, unseen),
             _ => return Err(invalid("give by_length or table, not both")),
         };
-        let (ccc, non_starters, lengths, values, compositions) = nfkc;
-        let nfkc =
-            Nfkc::new(safe, ccc, non_starters, lengths, values, compositions).map_err(invalid)?;
+        let (ccc, non_starters, lengths, values, pairs) = nfkc;
+        let nfkc = Nfkc::new(safe, ccc, non_starters, lengths, values, pairs).map_err(invalid)?;
         Ok(Kernels {
             folder: Folder::new(folds, nfkc).map_err(invalid)?,
             featurizer: Featurizer::new(classes, weights, cjk_n, shingle_n, literal_n)

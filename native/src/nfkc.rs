@@ -38,15 +38,15 @@ pub struct Nfkc {
 
 impl Nfkc {
     /// Each table as normalize.py makes it: safe, ccc and non_starters a byte per code
-    /// point, lengths a byte per code point and values int32, compositions (2, code
-    /// points) int32.
+    /// point, lengths a byte per code point and values int32; pairs int32 triples (first,
+    /// second, composite), one for each composite of normalize.compositions.
     pub fn new(
         safe: &[u8],
         ccc: &[u8],
         non_starters: &[u8],
         lengths: &[u8],
         values: &[u8],
-        compositions: &[u8],
+        pairs: &[u8],
     ) -> Result<Self, &'static str> {
         if [safe, ccc, non_starters].iter().any(|t| t.len() != CODE_POINTS) {
             return Err("safe, combining classes and non-starters need a byte per code point");
@@ -65,14 +65,14 @@ impl Nfkc {
         if at as usize != values.len() || values.iter().any(|&v| v as usize >= CODE_POINTS) {
             return Err("decompositions do not match their lengths");
         }
-        if compositions.len() != 2 * 4 * CODE_POINTS {
-            return Err("compositions need two int32 per code point");
+        let triples = le_i32s(pairs);
+        if !pairs.len().is_multiple_of(12)
+            || triples.iter().any(|&v| v < 0 || v as usize >= CODE_POINTS)
+        {
+            return Err("pairs need three code points each");
         }
-        let rows = le_i32s(compositions);
-        let pairs: HashMap<(u32, u32), u32> = (0..CODE_POINTS)
-            .filter(|&c| rows[c] != 0)
-            .map(|c| ((rows[c] as u32, rows[CODE_POINTS + c] as u32), c as u32))
-            .collect();
+        let pairs: HashMap<(u32, u32), u32> =
+            triples.chunks_exact(3).map(|t| ((t[0] as u32, t[1] as u32), t[2] as u32)).collect();
         let mut flags: Vec<u8> =
             non_starters.iter().map(|&n| if n != 0 { NON_STARTER } else { 0 }).collect();
         let hangul = (V_BASE..V_BASE + V_COUNT).chain(T_BASE + 1..T_BASE + T_COUNT);
