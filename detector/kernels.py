@@ -18,7 +18,15 @@ import numpy as np
 from .errors import ConfigError
 from .features import Featurizer, IdfTable
 from .hashing import fmix64
-from .normalize import casefolds, fold, nfkc_safe
+from .normalize import (
+    casefolds,
+    combining_classes,
+    compositions,
+    decompositions,
+    fold,
+    nfkc_safe,
+    non_starters,
+)
 from .simhash import simhash
 from .sketch import SketchShape, sketches
 from .tokenize import char_classes
@@ -88,6 +96,7 @@ class NativeKernels:
             char_classes().tobytes(),
             nfkc_safe().tobytes(),
             casefolds().astype("<i4").tobytes(),
+            _nfkc_tables(),
             config.cjk_n,
             config.n if config.kind == "shingles" else 1,
             literal_n,
@@ -97,7 +106,8 @@ class NativeKernels:
         self._sketches = module.sketches
 
     def fold(self, texts: list[str]) -> list[str]:
-        """normalize.fold of each text; unicodedata normalizes those that need NFKC."""
+        """normalize.fold of each text; fold() takes the few the native one leaves (a lone
+        surrogate, or a run of marks fold() would break with a grapheme joiner)."""
         folded = self._kernels.fold(texts)
         return [f if f is not None else fold(t) for f, t in zip(folded, texts, strict=True)]
 
@@ -140,6 +150,20 @@ def make(choice: str, featurizer: Featurizer, literal_n: int) -> Kernels:
         NativeKernels(module, featurizer, literal_n)
         if module
         else NumpyKernels(featurizer, literal_n)
+    )
+
+
+def _nfkc_tables() -> tuple[bytes, ...]:
+    lengths, values = decompositions()
+    pairs = compositions()
+    composites = np.flatnonzero(pairs[0])  # 941 of 1.1M in Unicode 14: sent as triples
+    triples = np.stack((pairs[0, composites], pairs[1, composites], composites), axis=1)
+    return (
+        combining_classes().tobytes(),
+        non_starters().tobytes(),
+        lengths.tobytes(),
+        values.astype("<i4").tobytes(),
+        triples.astype("<i4").tobytes(),
     )
 
 

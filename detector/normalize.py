@@ -199,8 +199,8 @@ def nfkc_safe() -> np.ndarray:
     is such too: a starter (combining class 0) that NFKC keeps as it is and that composes
     with no character before it (the second of no canonical pair, no Hangul vowel or
     trailing consonant). A text of these needs no normalization; any other character
-    sends its text to unicodedata, as fold() does. (UAX #15's NFKC_Quick_Check "yes",
-    from below: where in doubt, a character is not safe.)"""
+    sends its text through the native NFKC, as fold() sends it to unicodedata. (UAX #15's
+    NFKC_Quick_Check "yes", from below: where in doubt, a character is not safe.)"""
     return cached("nfkc-safe", "starter-kept-composes-with-nothing/1", _nfkc_safe)
 
 
@@ -240,6 +240,72 @@ def _casefolds() -> np.ndarray:
             table[0, c] = ord(folded[0]) - c
             for i, ch in enumerate(folded[1:], 1):
                 table[i, c] = ord(ch)
+    return table.ravel()
+
+
+# The native NFKC (native/src/nfkc.rs) runs UAX #15's algorithm on these: the data is the
+# interpreter's, so the two paths agree on every Unicode version, as the other tables do.
+
+
+@cache
+def combining_classes() -> np.ndarray:
+    """unicodedata.combining of every code point: canonical ordering, and what blocks a
+    composition."""
+    return cached("combining", "unicodedata.combining/1", _combining_classes)
+
+
+def _combining_classes() -> np.ndarray:
+    return np.array([unicodedata.combining(chr(c)) for c in range(CODE_POINTS)], np.uint8)
+
+
+_NFKD = "unicodedata.normalize-NFKD-but-hangul-syllables/1"
+
+
+@cache
+def decompositions() -> tuple[np.ndarray, np.ndarray]:
+    """The NFKD of every code point it changes, but Hangul syllables (decomposed by
+    arithmetic): how many code points each decomposes to (uint8, 0 where NFKD keeps it),
+    and all the decompositions one after another in code point order (int32)."""
+    lengths = cached("nfkd-lengths", _NFKD, lambda: _decompositions()[0])
+    size = int(lengths.sum(dtype=np.int64))
+    values = cached("nfkd", _NFKD, lambda: _decompositions()[1], size, np.int32)
+    return lengths, values
+
+
+@cache  # one scan for both tables when neither was cached
+def _decompositions() -> tuple[np.ndarray, np.ndarray]:
+    lengths = np.zeros(CODE_POINTS, np.uint8)
+    values: list[int] = []
+    for c in range(CODE_POINTS):
+        if 0xAC00 <= c <= 0xD7A3:
+            continue
+        nfkd = unicodedata.normalize("NFKD", chr(c))
+        if nfkd != chr(c):
+            lengths[c] = len(nfkd)
+            values += map(ord, nfkd)
+    return lengths, np.array(values, np.int32)
+
+
+@cache
+def compositions() -> np.ndarray:
+    """The canonical pairs NFKC composes, by their primary composite: (2, code points)
+    int32, the first and the second character, 0 and 0 for every other code point.
+    Hangul syllables compose by arithmetic."""
+    flat = cached("compositions", "nfc-recomposes/1", _compositions, 2 * CODE_POINTS, np.int32)
+    return flat.reshape(2, CODE_POINTS)
+
+
+def _compositions() -> np.ndarray:
+    table = np.zeros((2, CODE_POINTS), np.int32)
+    for c in range(CODE_POINTS):
+        parts = unicodedata.decomposition(chr(c)).split()
+        if len(parts) != 2 or parts[0].startswith("<"):
+            continue  # no canonical pair: a singleton, a compatibility form or nothing
+        first, second = (int(p, 16) for p in parts)
+        # Composition exclusions (U+0958, U+FB1D, ...) and pairs that lead with a mark
+        # (U+0344) stay apart in NFC: only a pair the interpreter puts together counts.
+        if unicodedata.normalize("NFC", chr(first) + chr(second)) == chr(c):
+            table[:, c] = first, second
     return table.ravel()
 
 
