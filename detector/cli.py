@@ -303,7 +303,7 @@ def _detect(args: argparse.Namespace) -> int:
         Limits(settings.max_bytes, settings.max_tokens, LINE_RAW_KEPT),
         observers=[_Progress(progress)] if progress is not None else [],
         workers=args.workers,
-        start_method="fork",  # detect runs no threads
+        start_method="fork",  # with workers, detect runs no thread (no prefetch)
         prefetch=args.prefetch,
     )
     profiled = profile.start() if args.profile else None
