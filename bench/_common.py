@@ -235,6 +235,17 @@ def snapshot_code(tmp: Path, smoke: Path | None, tries: int = 6, wait: float = 2
     sys.exit("error: detector/ did not run in any snapshot; is it being edited?")
 
 
+def run_snapshot(tmp: Path, smoke: Path | None) -> None:
+    """snapshot_code, then this process and every `python -m detector` it starts (the
+    current directory first on its path) run the copy."""
+    snapshot_code(tmp, smoke)
+    sys.path.insert(0, str(Code.dir))
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(Code.dir), os.environ.get("PYTHONPATH")) if p
+    )
+    os.chdir(Code.dir)
+
+
 def _smoke(code: Path, corpus: Path | None) -> str | None:
     env = child_env()
     rc, _, err, _ = run(

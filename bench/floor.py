@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import Code, footer, load, markdown, prepare_inputs, resolve_corpus, snapshot_code
+from _common import Code, footer, load, markdown, prepare_inputs, resolve_corpus, run_snapshot
 
 KINDS = ("floor", "serve", "adapters")
 
@@ -284,14 +284,7 @@ def main(argv: list[str] | None = None) -> int:
         corpus, _, n = prepare_inputs(corpus_arg, None, args.limit, tmp)
         if not args.no_snapshot:
             say("snapshot of detector/ ...")
-            snapshot_code(tmp, corpus)
-            # This process, the floor consumer and serve (`python -m detector`, the current
-            # directory first on its path) all run the snapshot.
-            sys.path.insert(0, str(Code.dir))
-            os.environ["PYTHONPATH"] = os.pathsep.join(
-                p for p in (str(Code.dir), os.environ.get("PYTHONPATH")) if p
-            )
-            os.chdir(Code.dir)
+            run_snapshot(tmp, corpus)  # this process, its consumers and serve run the copy
         say(f"detector code measured: {Code.state}")
         ns = settings(args.batch_size)
         records = read_records(corpus)

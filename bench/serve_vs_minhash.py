@@ -48,7 +48,7 @@ from _common import (
     prepare_inputs,
     resolve_corpus,
     resolve_truth,
-    snapshot_code,
+    run_snapshot,
 )
 
 TARGET_RATIO = 10.0  # neardup serve's drain rate over the peer's
@@ -216,14 +216,7 @@ def main(argv: list[str] | None = None) -> int:
         corpus, truth, n = prepare_inputs(corpus_arg, truth_arg, args.limit, tmp)
         if not args.no_snapshot:
             say("snapshot of detector/ ...")
-            snapshot_code(tmp, corpus)
-            # This process, and the serve it starts with `python -m detector` (the current
-            # directory first on its path), both run the snapshot.
-            sys.path.insert(0, str(Code.dir))
-            os.environ["PYTHONPATH"] = os.pathsep.join(
-                p for p in (str(Code.dir), os.environ.get("PYTHONPATH")) if p
-            )
-            os.chdir(Code.dir)
+            run_snapshot(tmp, corpus)  # this process, its consumers and serve run the copy
         say(f"detector code measured: {Code.state}")
         result = measure(args, corpus, truth, n, tmp, peer_python, raw)
     load_end = load()

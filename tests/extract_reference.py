@@ -8,10 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import xxhash
-
 from detector import extract
-from detector.extract import _BLOCK, _CONTAINER, _DIGITS, _SKIPPED, _WORD, Line, Page
+from detector.extract import _WORD, Page
 from detector.normalize import strip_markup
 
 
@@ -31,7 +29,7 @@ def parse(html: str) -> Page | str:
     body = root.find("body")
     if body is None:
         body = root
-    page = _walk(body, etree)
+    page = extract._walk(body, etree)  # the walk itself did not change
     # libxml2 stops reading at 256 levels of nesting: a page that lost its words there is
     # not one to cut (the head's title and the skipped elements make up the rest).
     if isinstance(page, Page) and 2 * sum(line.words for line in page.lines) < len(
@@ -52,68 +50,3 @@ def _parser() -> Any:
         # no_network: a page's DTD or entities never make the parser fetch anything.
         _PARSER = lxml.html.HTMLParser(encoding="utf-8", no_network=True, remove_comments=True)
     return _PARSER
-
-
-def _walk(body: Any, etree: Any) -> Page | str:
-    lines: list[Line] = []
-    containers: list[tuple[int, int]] = []
-    chunks: list[str] = []
-    link_words = 0
-    starts: list[int] = []
-    links: list[bool] = []  # per open element: is it a counted link
-    in_link = skipped = elements = 0
-
-    def flush() -> None:
-        nonlocal link_words
-        if chunks:
-            text = " ".join("".join(chunks).split())
-            if text:
-                words = len(_WORD.findall(text))
-                key = xxhash.xxh3_64_intdigest(
-                    _DIGITS.sub("#", text.casefold()).encode("utf-8", "surrogatepass")
-                )
-                lines.append(Line(text, words, min(link_words, words), key))
-            chunks.clear()
-        link_words = 0
-
-    def add(text: str | None) -> None:
-        nonlocal link_words
-        if text:
-            chunks.append(text)
-            if in_link:
-                link_words += len(_WORD.findall(text))
-
-    for event, el in etree.iterwalk(body, events=("start", "end")):
-        tag = el.tag if isinstance(el.tag, str) else ""
-        if event == "start":
-            elements += 1
-            if elements > extract.MAX_ELEMENTS:  # read here: tests lower it
-                return "too_many_elements"
-            if skipped or tag in _SKIPPED:
-                skipped += tag in _SKIPPED
-                continue
-            if tag in _BLOCK:
-                flush()
-            href = el.get("href") if tag == "a" else None
-            counted = href is not None and not (href.startswith("#") and len(href) > 1)
-            in_link += counted
-            links.append(counted)
-            starts.append(len(lines))
-            add(el.text)
-        else:
-            if tag in _SKIPPED:
-                skipped -= 1
-                if not skipped:
-                    add(el.tail)
-                continue
-            if skipped:
-                continue
-            if tag in _BLOCK:
-                flush()
-            start = starts.pop()
-            in_link -= links.pop()
-            if tag in _CONTAINER:
-                containers.append((start, len(lines)))
-            add(el.tail)
-    flush()
-    return Page(lines, containers)
