@@ -275,6 +275,22 @@ def test_a_hot_bucket_is_cut_back_on_the_server(
         drop_index(backend, name)
 
 
+def test_keys_narrower_than_a_field_are_looked_up(backend: Any) -> None:
+    """A scheme of 8-bit table keys (k7-b8): a key fits in its field, no bits above it name
+    the bucket hash; lookups find what the commits indexed, the near and the exact."""
+    scheme = BlockScheme.parse("k7-b8")
+    name = unique("index")
+    try:
+        index = RedisIndex(backend, scheme, name)
+        base = 0x0123456789ABCDEF
+        add(index, [entry("a", base, digest="da"), entry("far", ~base & (2**64 - 1), digest="df")])
+        near, exact = index.lookup([Query("t", base ^ 0b101, "none"), Query("t", 7, "da")])
+        assert [c.id for c in near.candidates] == ["a"] and near.candidates[0].distance == 2
+        assert exact.exact == "a"
+    finally:
+        drop_index(backend, name)
+
+
 def backend_strlen(index: RedisIndex, scheme: BlockScheme, fp: int, table: int) -> int:
     key, field = index.layout.bucket("t", table, scheme.keys([fp])[0][table])
     return int(index.client.hstrlen(key, str(field)))

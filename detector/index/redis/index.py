@@ -436,7 +436,8 @@ class RedisIndex:
         (the first of them its own): the bucket of each entry read (a position in `keys`)
         and the entries, in that order."""
         groups = keys >> np.uint64(FIELD_BITS)
-        widths = [max(self.scheme_for(sp).key_bits()) - FIELD_BITS for sp in names]
+        # the bits of a key above its field (none for keys of FIELD_BITS or fewer)
+        widths = [max(0, max(self.scheme_for(sp).key_bits()) - FIELD_BITS) for sp in names]
         table_bits = int(tables.max()).bit_length() if len(tables) else 0
         if max(widths) + table_bits + len(names).bit_length() <= 63:
             shift = np.uint64(max(widths))
