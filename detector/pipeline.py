@@ -401,15 +401,12 @@ class Loop:
                     self.source.rewinds,
                 )
                 if ahead is not None:
-                    with stage("wait-prepare"):
-                        prepared = ahead[0].result()
+                    prepared = _waited(ahead[0])
                     if ahead[1] == self.source.rewinds:
                         yield prepared
                 ahead = polled
             if ahead is not None and ahead[1] == self.source.rewinds:
-                with stage("wait-prepare"):
-                    prepared = ahead[0].result()
-                yield prepared
+                yield _waited(ahead[0])
 
 
 def _polls(batches: Iterator[Batch]) -> Iterator[Batch]:

@@ -6,7 +6,7 @@ batch at a time, so the profile itself costs a few microseconds a batch. Stages 
 name ("decide/lookup" is part of "decide"), and the table gives each parent's time not
 in a child as "(rest)". Stages on the prepare thread (serve and detect prepare the next
 batch while this one is decided) overlap those on the loop's: the loop's own stages sum
-to the wall time, with "prepare/wait" the time it waited for the thread.
+to the wall time, with "wait-prepare" the time it waited for the thread.
 """
 
 from __future__ import annotations
