@@ -72,6 +72,28 @@ def read_records(path: Path, drop_embeddings: bool = False) -> list[bytes]:
     return raw
 
 
+def stack_settings(batch_size: int) -> Any:
+    """neardup's connection settings from the environment (`ops/stack.sh env`), read the
+    way `neardup bench` reads them, in the Namespace that detector.bench.Run expects."""
+    from detector import cli
+
+    ns = cli.parser().parse_args(["bench", os.devnull, "--batch-size", str(batch_size)])
+    ns.kafka = cli._kafka_settings(ns)
+    ns.redis = cli._redis_settings(ns)
+    return ns
+
+
+def keyed_records(corpus: Path) -> list[tuple[str, bytes]]:
+    """(id, line) of each record of a JSONL(.gz) stream: what a bench sends to a topic."""
+    from detector.stream.files import input_label, open_input, read_lines
+
+    out = []
+    with open_input(str(corpus)) as f:
+        for raw, _ in read_lines(f, input_label(str(corpus))):
+            out.append((str(json.loads(raw)["id"]), raw))
+    return out
+
+
 def count_records(path: Path) -> int:
     with _open(path) as f:
         return sum(1 for line in f if line.strip())

@@ -35,24 +35,23 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import Code, footer, load, markdown, prepare_inputs, resolve_corpus, run_snapshot
+from _common import (
+    Code,
+    footer,
+    keyed_records,
+    load,
+    markdown,
+    prepare_inputs,
+    resolve_corpus,
+    run_snapshot,
+    stack_settings,
+)
 
 KINDS = ("floor", "serve", "adapters")
 
 
 def say(msg: str) -> None:
     print(f"[floor] {msg}", file=sys.stderr, flush=True)
-
-
-def settings(batch_size: int) -> Any:
-    """neardup's connection settings from the environment (`ops/stack.sh env`), read as
-    `neardup bench` reads them, in the Namespace that detector.bench.Run expects."""
-    from detector import cli
-
-    ns = cli.parser().parse_args(["bench", os.devnull, "--batch-size", str(batch_size)])
-    ns.kafka = cli._kafka_settings(ns)
-    ns.redis = cli._redis_settings(ns)
-    return ns
 
 
 def consume(spec: dict[str, Any]) -> None:
@@ -65,7 +64,7 @@ def consume(spec: dict[str, Any]) -> None:
 
     from detector.stream.kafka import TopicLimits, consumer_options, producer_options
 
-    kafka = settings(spec["batch_size"]).kafka
+    kafka = stack_settings(spec["batch_size"]).kafka
     out = spec["output"]
     consumer = KafkaConsumer(**consumer_options(kafka, spec["group"], spec["batch_size"]))
     consumer.subscribe([spec["input"]])
@@ -118,7 +117,7 @@ def adapters(spec: dict[str, Any]) -> None:
     from detector.records import Decision
     from detector.stream.kafka import KafkaSink, KafkaSource, TopicLimits
 
-    kafka = settings(spec["batch_size"]).kafka
+    kafka = stack_settings(spec["batch_size"]).kafka
     dlq = spec["input"] + ".dlq"
     source = KafkaSource(kafka, spec["input"], spec["group"], spec["batch_size"])
     sink = KafkaSink(kafka, spec["output"], dlq, limits=TopicLimits(kafka, [spec["output"], dlq]))
@@ -214,16 +213,6 @@ def measure(
         run.stop()
 
 
-def read_records(corpus: Path) -> list[tuple[str, bytes]]:
-    from detector.stream.files import input_label, open_input, read_lines
-
-    out = []
-    with open_input(str(corpus)) as f:
-        for raw, _ in read_lines(f, input_label(str(corpus))):
-            out.append((str(json.loads(raw)["id"]), raw))
-    return out
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--corpus", help="JSONL(.gz) stream (default: the shared dev stream)")
@@ -286,8 +275,8 @@ def main(argv: list[str] | None = None) -> int:
             say("snapshot of detector/ ...")
             run_snapshot(tmp, corpus)  # this process, its consumers and serve run the copy
         say(f"detector code measured: {Code.state}")
-        ns = settings(args.batch_size)
-        records = read_records(corpus)
+        ns = stack_settings(args.batch_size)
+        records = keyed_records(corpus)
         records += [
             (f"{i}#{c}", json.dumps({**json.loads(raw), "id": f"{i}#{c}"}).encode())
             for c in range(2, args.copies + 1)

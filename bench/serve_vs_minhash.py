@@ -42,6 +42,7 @@ from _common import (
     fmt,
     fmt_rate,
     footer,
+    keyed_records,
     last_json,
     load,
     markdown,
@@ -49,6 +50,7 @@ from _common import (
     resolve_corpus,
     resolve_truth,
     run_snapshot,
+    stack_settings,
 )
 
 TARGET_RATIO = 10.0  # neardup serve's drain rate over the peer's
@@ -58,27 +60,6 @@ PEER = BENCH / "peer" / "run_minhash_kafka.py"
 
 def say(msg: str) -> None:
     print(f"[serve_vs_minhash] {msg}", file=sys.stderr, flush=True)
-
-
-def settings(batch_size: int) -> Any:
-    """neardup's connection settings from the environment (`ops/stack.sh env`), read the
-    way `neardup bench` reads them, in the Namespace that detector.bench.Run expects."""
-    from detector import cli
-
-    ns = cli.parser().parse_args(["bench", os.devnull, "--batch-size", str(batch_size)])
-    ns.kafka = cli._kafka_settings(ns)
-    ns.redis = cli._redis_settings(ns)
-    return ns
-
-
-def read_records(corpus: Path) -> list[tuple[str, bytes]]:
-    from detector.stream.files import input_label, open_input, read_lines
-
-    out = []
-    with open_input(str(corpus)) as f:
-        for raw, _ in read_lines(f, input_label(str(corpus))):
-            out.append((str(json.loads(raw)["id"]), raw))
-    return out
 
 
 def drain(
@@ -245,10 +226,10 @@ def measure(
     from detector.index.redis import RedisIndex
     from detector.stream.kafka import ensure_topics, remove
 
-    ns = settings(args.batch_size)
+    ns = stack_settings(args.batch_size)
     if ns.kafka.security_protocol != "PLAINTEXT" or ns.redis.cluster or ns.redis.tls:
         sys.exit("error: the peer runs on PLAINTEXT Kafka and a redis:// server only")
-    records = read_records(corpus)
+    records = keyed_records(corpus)
     say(
         f"{len(records)} records from {corpus}; Kafka {ns.kafka.bootstrap_servers}, "
         f"Redis {ns.redis.where()}"
