@@ -42,7 +42,6 @@ from ..texts import Codec, Sample, join, split
 from . import lua
 from .keys import (
     FIELD_BITS,
-    FIELD_MASK,
     IDS_PER_HASH,
     LAYOUT,
     LOG,
@@ -462,9 +461,9 @@ class RedisIndex:
         replied = np.argsort(rank[hash_of].astype(small), kind="stable")
         in_order = np.argsort(rank)  # the hashes, in reply order
         ends = np.searchsorted(rank[hash_of][replied], np.arange(len(firsts) + 1))
-        fields = (keys[replied] & np.uint64(FIELD_MASK)).tolist()
+        read_fields = fields(keys[replied])
         for r, h in enumerate(in_order.tolist()):
-            batch.add(hashes[h], "HMGET", hashes[h], *fields[ends[r] : ends[r + 1]])
+            batch.add(hashes[h], "HMGET", hashes[h], *read_fields[ends[r] : ends[r + 1]])
         calls = len(in_order)
         tail = self.max_bucket * self.entry_bytes
 
