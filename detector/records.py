@@ -173,9 +173,9 @@ def _embedding(value: object) -> np.ndarray:
     return v
 
 
-ORIGIN = ("topic", "partition", "offset")
+ORIGIN = ("topic", "partition", "offset")  # where a Kafka record came from
 # One encoder for every decision: json.dumps with an option makes a new one each call.
-_DECISION_JSON = json.JSONEncoder(ensure_ascii=False)  # where a Kafka record came from
+_DECISION_JSON = json.JSONEncoder(ensure_ascii=False)
 
 
 @dataclass
@@ -259,8 +259,7 @@ class Decision:
     @staticmethod
     def encode_many(decisions: list[Decision]) -> list[bytes]:
         """Each decision's JSON as UTF-8, the bytes of to_json, for a batch's sends."""
-        encode = _DECISION_JSON.encode
-        return [encode(d.to_dict()).encode() for d in decisions]
+        return [d.to_json().encode() for d in decisions]
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], digest: str = "") -> Decision:
