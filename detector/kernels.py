@@ -39,7 +39,7 @@ Prints = tuple[list[int], list[str], list[np.ndarray]]  # fingerprints, digests,
 
 def native_module() -> ModuleType | None:
     try:
-        from . import _native  # type: ignore[attr-defined]
+        from . import _native  # type: ignore[attr-defined, unused-ignore]
     except ImportError:
         return None
     module: ModuleType = _native
