@@ -12,6 +12,7 @@
 mod features;
 mod hashing;
 mod index;
+mod json;
 mod nfkc;
 mod resp;
 mod simhash;
@@ -249,6 +250,66 @@ fn resp_arg(arg: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
     )))
 }
 
+/// records.py's Decision.encode_many: each decision's JSON as bytes, from its fields (a
+/// tuple of records._JSON_FIELDS: json::Decision::new's, then the origin); None for one
+/// left to Python: a value of another type than json::Scalar's (a subclass too: numpy's,
+/// an enum), an int beyond 64 bits, a str with a lone surrogate, a NaN or an infinity.
+#[pyfunction]
+fn decision_json<'py>(
+    py: Python<'py>,
+    decisions: Vec<Bound<'py, pyo3::types::PyTuple>>,
+) -> Vec<Option<Bound<'py, PyBytes>>> {
+    let mut out = Vec::with_capacity(1024);
+    let mut encode = |fields: &Bound<'py, pyo3::types::PyTuple>| {
+        out.clear();
+        if fields.len() != 20 {
+            return None; // a Decision of a field more (or less) than json.rs knows
+        }
+        let mut items = fields.iter_borrowed();
+        let mut scalars = [json::Scalar::Null; 19];
+        for scalar in &mut scalars {
+            *scalar = json_scalar(items.next()?)?;
+        }
+        let origin = items.next()?;
+        let origin = if origin.is_none() {
+            [None, None, None]
+        } else {
+            let origin = origin.cast_exact::<pyo3::types::PyDict>().ok()?;
+            json::ORIGIN.map(|key| origin.get_item(key).ok().flatten())
+        };
+        let mut values = [None; 3];
+        for (value, held) in values.iter_mut().zip(&origin) {
+            if let Some(held) = held {
+                *value = Some(json_scalar(held.as_borrowed())?);
+            }
+        }
+        json::decision(&json::Decision::new(scalars, values), &mut out).ok()?;
+        Some(PyBytes::new(py, &out))
+    };
+    decisions.iter().map(&mut encode).collect()
+}
+
+fn json_scalar<'a>(value: Borrowed<'a, '_, PyAny>) -> Option<json::Scalar<'a>> {
+    use json::Scalar;
+    Some(if value.is_none() {
+        Scalar::Null
+    } else if value.is_exact_instance_of::<PyString>() {
+        Scalar::Str(value.extract().ok()?)
+    } else if value.is_exact_instance_of::<PyInt>() {
+        // uint64 first: a fingerprint is one, and no int of a decision is negative
+        Scalar::Int(match value.extract::<u64>() {
+            Ok(u) => u.into(),
+            Err(_) => value.extract::<i64>().ok()?.into(),
+        })
+    } else if value.is_exact_instance_of::<PyFloat>() {
+        Scalar::Float(value.extract().ok()?)
+    } else if value.is_exact_instance_of::<PyBool>() {
+        Scalar::Bool(value.is_truthy().ok()?)
+    } else {
+        return None;
+    })
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Kernels>()?;
@@ -256,5 +317,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(bucket_names, m)?)?;
     m.add_function(wrap_pyfunction!(sketches, m)?)?;
     m.add_function(wrap_pyfunction!(resp_commands, m)?)?;
+    m.add_function(wrap_pyfunction!(decision_json, m)?)?;
     Ok(())
 }
