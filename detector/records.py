@@ -5,8 +5,9 @@ from __future__ import annotations
 import base64
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -176,6 +177,10 @@ def _embedding(value: object) -> np.ndarray:
 ORIGIN = ("topic", "partition", "offset")  # where a Kafka record came from
 # One encoder for every decision: json.dumps with an option makes a new one each call.
 _DECISION_JSON = json.JSONEncoder(ensure_ascii=False)
+try:  # as kernels.native_module finds it, without importing numpy with the kernels
+    from ._native import decision_json as _NATIVE_JSON  # type: ignore[import-not-found]
+except ImportError:  # not built, or built before it had decision_json
+    _NATIVE_JSON = None
 
 
 @dataclass
@@ -258,8 +263,17 @@ class Decision:
 
     @staticmethod
     def encode_many(decisions: list[Decision]) -> list[bytes]:
-        """Each decision's JSON as UTF-8, the bytes of to_json, for a batch's sends."""
-        return [d.to_json().encode() for d in decisions]
+        """Each decision's JSON as UTF-8, the bytes of to_json, for a batch's sends. The
+        native encoder writes them in a fifth of the time (bench/decision_json.py); a
+        decision it declines (a value of a type it does not know, a str that is no
+        UTF-8) is to_json's, which raises what it raises."""
+        if _NATIVE_JSON is None:
+            return [d.to_json().encode() for d in decisions]
+        encoded = _NATIVE_JSON(list(map(_JSON_FIELDS, decisions)))
+        return [
+            d.to_json().encode() if e is None else e
+            for d, e in zip(decisions, encoded, strict=True)
+        ]
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], digest: str = "") -> Decision:
@@ -288,6 +302,13 @@ class Decision:
             evidence=d.get("evidence"),
             digest=digest,
         )
+
+
+# What the native encoder (native/src/json.rs, Decision::new) takes of a decision: its
+# fields in the dataclass's order, the origin last, the digest not (it is not published).
+_JSON_FIELDS = attrgetter(
+    *(f.name for f in fields(Decision) if f.name not in ("origin", "digest")), "origin"
+)
 
 
 # What an error record keeps of a record's bytes. A dead letter on Kafka keeps much of

@@ -144,7 +144,9 @@ class JsonlSink:
         self.errors = errors
 
     def decisions(self, decisions: list[Decision], headers: Sequence[Headers] = ()) -> None:
-        self.out.write("".join(d.to_json() + "\n" for d in decisions))
+        # The batch's bytes as a Kafka sink sends them (natively encoded), as text again
+        lines = b"".join(value + b"\n" for value in Decision.encode_many(decisions))
+        self.out.write(lines.decode())
 
     def error(self, record: dict[str, Any], headers: Headers = None) -> None:
         self.errors.write(json.dumps(record) + "\n")
