@@ -152,7 +152,9 @@ class BlockScheme:
         tables, keys = self.probe_array(fingerprints)
         return [list(zip(tables.tolist(), row, strict=True)) for row in keys.tolist()]
 
-    def probe_array(self, fingerprints: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+    def probe_array(
+        self, fingerprints: Sequence[int] | np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
         """probes() as arrays: the table of each probe, and the keys, fingerprints by
         probes (each table's own key first, then those within the radius of it)."""
         own = self.key_array(fingerprints)
@@ -173,7 +175,7 @@ class BlockScheme:
         rows: list[list[int]] = self.key_array(fingerprints).tolist()
         return rows
 
-    def key_array(self, fingerprints: Sequence[int]) -> np.ndarray:
+    def key_array(self, fingerprints: Sequence[int] | np.ndarray) -> np.ndarray:
         """keys() as an array, documents by tables (uint64)."""
         fps = np.asarray(fingerprints, dtype=np.uint64)
         out = np.zeros((len(fps), len(self.tables)), np.uint64)

@@ -343,3 +343,35 @@ def test_resp_commands_refuse_what_redis_py_refuses(bad: object) -> None:
         redis.Connection().pack_commands([("SET", "k", bad)])
     with pytest.raises(TypeError, match="Redis argument"):
         NATIVE.resp_commands([("SET", "k", bad)])
+
+
+@pytest.mark.parametrize("spec", ["k3-b4", "k6-b8", "k8-b10"])
+@pytest.mark.parametrize("max_bucket", [1, 1024])
+def test_memory_lookup_kernel_is_the_reference(spec: str, max_bucket: int, monkeypatch) -> None:
+    """The native lookup (index::near) finds what memory.py's _pairs finds, through the
+    direct offsets, the searched tables, a bounded bucket and the unmerged tail."""
+    from detector.blocks import BlockScheme
+    from detector.index import Entry, Query, memory
+
+    rng = np.random.default_rng(7)
+    base = rng.integers(0, 2**63, 300, dtype=np.uint64)
+    fps = [int(b) ^ (1 << int(bit)) for b in base for bit in rng.integers(0, 64, 20)]
+    index = memory.MemoryIndex(BlockScheme.parse(spec), compress=False, max_bucket=max_bucket)
+    index.insert([Entry(f"d{i}", "t", fp, f"g{i}", "x") for i, fp in enumerate(fps)])
+    assert index._spaces["t"].merged  # 6,000 entries: the tables and a tail
+    queries = [Query("t", int(b) ^ 5, "none") for b in base[:100]]
+    monkeypatch.setattr(memory, "NEAR", NATIVE.near)
+    got = index.lookup(queries)
+    monkeypatch.setattr(memory, "NEAR", None)
+    assert got == index.lookup(queries)
+    assert sum(len(f.candidates) for f in got) > 100
+
+
+@given(st.lists(st.sets(st.integers(0, 60)), max_size=6), st.sets(st.integers(0, 60)))
+def test_jaccards_are_each_jaccard(others: list[set[int]], mine: set[int]) -> None:
+    def arr(s: set[int]) -> np.ndarray:
+        return np.array(sorted(s), np.uint64)
+
+    assert NATIVE.jaccards(arr(mine), [arr(o) for o in others]) == [
+        jaccard(arr(mine), arr(o)) for o in others
+    ]

@@ -22,6 +22,7 @@ import numpy as np
 
 from ..blocks import BlockScheme
 from ..errors import ConfigError
+from ..kernels import native_module
 from ..records import Decision
 from ..templates import MemoryTemplates
 from ..vectors import default_vector_scheme, unpack
@@ -38,6 +39,9 @@ from . import (
     version_id,
 )
 from .texts import Codec, Sample
+
+# the lookup's kernel (native/src/index.rs); _pairs is its reference
+NEAR = getattr(native_module(), "near", None)
 
 TAIL = 4096  # fingerprints waiting unsorted: scanned by brute force, then merged
 # A table of keys this short also keeps where each key's run starts (2^bits + 1 offsets,
@@ -141,10 +145,51 @@ class MemoryIndex:
     def _near(self, space: _Space, fingerprints: list[int]) -> list[list[Candidate]]:
         q = np.array(fingerprints, np.uint64)
         fps = space.array()
+        if NEAR is not None:
+            bounds, pos, dist = self._pairs_native(space, q, fps)
+            query = np.repeat(np.arange(len(q)), np.diff(bounds))
+        else:
+            query, pos, dist = self._pairs(space, q, fps)
+        out: list[list[Candidate]] = [[] for _ in fingerprints]
+        for i, p, d in zip(query.tolist(), pos.tolist(), dist.tolist(), strict=True):
+            out[i].extend(
+                Candidate(doc_id, space.fps[p], d) for doc_id in space.ids[p][-self.max_bucket :]
+            )
+        for cands in out:
+            cands.sort(key=lambda c: (c.distance, c.id))
+        return out
+
+    def _pairs_native(
+        self, space: _Space, q: np.ndarray, fps: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """_pairs by the native kernel, which reads the tables in place: (bounds of each
+        query's pairs, positions, distances)."""
+        assert NEAR is not None
+        scheme = space.scheme
+        if space.merged:
+            tables, probes = scheme.probe_array(q)
+            which = tables.tolist()
+        else:
+            which, probes = [], np.zeros(0, np.uint64)
+        arrays = list(zip(space.keys, space.members, space.starts, strict=True))
+        bounds, pos, dist = NEAR(
+            q, fps, arrays, which, probes, space.merged, scheme.k, self.max_bucket
+        )
+        return (
+            np.frombuffer(bounds, np.int64),
+            np.frombuffer(pos, np.uint32),
+            np.frombuffer(dist, np.uint8),
+        )
+
+    def _pairs(
+        self, space: _Space, q: np.ndarray, fps: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The reference: each query's distinct fingerprints within k (query, position,
+        distance), by query and then position."""
         scheme, key_type = space.scheme, _key_type(space.scheme)
         which: list[np.ndarray] = []  # (query, position) pairs, possibly repeated
         if space.merged:
-            tables, probes = scheme.probe_array(fingerprints)
+            tables, probes = scheme.probe_array(q)
             probes = probes.astype(key_type)
             for t, (table, members) in enumerate(zip(space.keys, space.members, strict=True)):
                 mine = tables == t  # this table's own key and those within the radius
@@ -172,24 +217,13 @@ class MemoryIndex:
         if len(tail):
             query, pos = np.nonzero(np.bitwise_count(q[:, None] ^ fps[None, tail]) <= scheme.k)
             which.append(np.stack((query, tail[pos])))
-        out: list[list[Candidate]] = [[] for _ in fingerprints]
         if not which:
-            return out
+            empty = np.zeros(0, np.intp)
+            return empty, empty, empty
         # Distinct (query, fingerprint) pairs: a pair sharing several table keys counts once.
         flat = np.unique(np.concatenate(which, axis=1).T @ np.array([len(fps), 1]))
-        pairs = np.stack((flat // len(fps), flat % len(fps)))
-        dist = np.bitwise_count(q[pairs[0]] ^ fps[pairs[1]])
-        keep = dist <= scheme.k
-        for i, pos, d in zip(
-            pairs[0][keep].tolist(), pairs[1][keep].tolist(), dist[keep].tolist(), strict=True
-        ):
-            out[i].extend(
-                Candidate(doc_id, space.fps[pos], d)
-                for doc_id in space.ids[pos][-self.max_bucket :]
-            )
-        for cands in out:
-            cands.sort(key=lambda c: (c.distance, c.id))
-        return out
+        query, pos = flat // len(fps), flat % len(fps)
+        return query, pos, np.bitwise_count(q[query] ^ fps[pos])
 
     def texts(self, ids: Sequence[str]) -> dict[str, str]:
         out = {}

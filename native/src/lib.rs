@@ -173,7 +173,107 @@ impl Kernels {
 /// verify.jaccard of two sorted sets of distinct uint64 (numpy arrays or any buffer).
 #[pyfunction]
 fn jaccard(py: Python<'_>, a: PyBuffer<u64>, b: PyBuffer<u64>) -> PyResult<f64> {
-    Ok(features::jaccard(&a.to_vec(py)?, &b.to_vec(py)?))
+    Ok(features::jaccard(&view(py, &a)?, &view(py, &b)?))
+}
+
+/// verify.jaccard of one set against each of many: the literal pass over a document's
+/// candidates, with one call and no copy of the sets.
+#[pyfunction]
+fn jaccards(py: Python<'_>, a: PyBuffer<u64>, others: Vec<PyBuffer<u64>>) -> PyResult<Vec<f64>> {
+    let a = view(py, &a)?;
+    others.iter().map(|b| Ok(features::jaccard(&a, &view(py, b)?))).collect()
+}
+
+/// A buffer's items: read in place where numpy laid them out as Rust would (C-contiguous
+/// and aligned), else copied. The PyBuffer holds its object and no neardup code writes to
+/// an array a kernel reads, so the view stays valid and unchanged while it is used.
+fn view<'a, T: pyo3::buffer::Element + Copy>(
+    py: Python<'_>,
+    buf: &'a PyBuffer<T>,
+) -> PyResult<std::borrow::Cow<'a, [T]>> {
+    let ptr = buf.buf_ptr().cast::<T>();
+    if buf.item_count() == 0 {
+        return Ok(std::borrow::Cow::Borrowed(&[]));
+    }
+    if buf.is_c_contiguous() && ptr.is_aligned() {
+        // SAFETY: a contiguous, aligned buffer of item_count T, alive as long as `buf`.
+        return Ok(std::borrow::Cow::Borrowed(unsafe {
+            std::slice::from_raw_parts(ptr, buf.item_count())
+        }));
+    }
+    Ok(std::borrow::Cow::Owned(buf.to_vec(py)?))
+}
+
+/// One memory-index table as memory.py hands it over: keys (uint32 or uint64), members
+/// (uint32) and the offsets of its runs (uint32) or None.
+type TableArrays<'py> = (Bound<'py, PyAny>, PyBuffer<u32>, Option<PyBuffer<u32>>);
+
+enum KeyBuffer {
+    U32(PyBuffer<u32>),
+    U64(PyBuffer<u64>),
+}
+
+/// memory.py's _near (index::near): for each query, the distinct positions of its
+/// fingerprints within k and their distances, as bytes (bounds int64, positions uint32,
+/// distances uint8).
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn near<'py>(
+    py: Python<'py>,
+    queries: PyBuffer<u64>,
+    fps: PyBuffer<u64>,
+    tables: Vec<TableArrays<'py>>,
+    which: Vec<usize>,
+    probes: PyBuffer<u64>,
+    merged: usize,
+    k: u32,
+    max_bucket: usize,
+) -> PyResult<[Bound<'py, PyBytes>; 3]> {
+    let keys: Vec<KeyBuffer> = tables
+        .iter()
+        .map(|(keys, _, _)| match PyBuffer::<u32>::get(keys) {
+            Ok(k) => Ok(KeyBuffer::U32(k)),
+            Err(_) => Ok(KeyBuffer::U64(PyBuffer::<u64>::get(keys)?)),
+        })
+        .collect::<PyResult<_>>()?;
+    let keys: Vec<index::Keys<'_>> = keys
+        .iter()
+        .map(|k| {
+            Ok(match k {
+                KeyBuffer::U32(b) => index::Keys::U32(view_in_place(py, b)?),
+                KeyBuffer::U64(b) => index::Keys::U64(view_in_place(py, b)?),
+            })
+        })
+        .collect::<PyResult<_>>()?;
+    let mut views = Vec::with_capacity(tables.len());
+    for ((_, members, starts), keys) in tables.iter().zip(keys) {
+        views.push(index::Table {
+            keys,
+            members: view_in_place(py, members)?,
+            starts: starts.as_ref().map(|s| view_in_place(py, s)).transpose()?,
+        });
+    }
+    let (queries, fps, probes) = (view(py, &queries)?, view(py, &fps)?, view(py, &probes)?);
+    let found = py
+        .detach(|| index::near(&queries, &fps, &views, &which, &probes, merged, k, max_bucket))
+        .map_err(invalid)?;
+    Ok([
+        as_bytes(py, &found.bounds),
+        as_bytes(py, &found.positions),
+        as_bytes(py, &found.distances),
+    ])
+}
+
+/// view() of an index's table, which must not be copied at every lookup: a table that is
+/// not contiguous and aligned is refused.
+fn view_in_place<'a, T: pyo3::buffer::Element + Copy>(
+    py: Python<'_>,
+    buf: &'a PyBuffer<T>,
+) -> PyResult<&'a [T]> {
+    match view(py, buf)? {
+        std::borrow::Cow::Borrowed(items) => Ok(items),
+        std::borrow::Cow::Owned(_) => Err(invalid("an index table must be contiguous and aligned")),
+    }
 }
 
 /// sketch.sketches: the b-bit one-permutation MinHash of each shingle set (values[bounds[d]
@@ -318,5 +418,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(sketches, m)?)?;
     m.add_function(wrap_pyfunction!(resp_commands, m)?)?;
     m.add_function(wrap_pyfunction!(decision_json, m)?)?;
+    m.add_function(wrap_pyfunction!(jaccards, m)?)?;
+    m.add_function(wrap_pyfunction!(near, m)?)?;
     Ok(())
 }

@@ -144,7 +144,7 @@ def load(
         keys = np.empty((last - first, len(scheme.key_bits())), key_type)
         for at in range(first, last, STEP):
             part = fps[at : min(last, at + STEP)]
-            keys[at - first : at - first + len(part)] = scheme.key_array(part)  # type: ignore[arg-type]
+            keys[at - first : at - first + len(part)] = scheme.key_array(part)
         for table in range(keys.shape[1]):
             packed = pack_entries(scheme, table, entries["fp"], entries["num"], index.entry_bytes)
             got = _append_table(index, space, table, keys[:, table].astype(np.uint64), packed)
