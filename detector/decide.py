@@ -260,10 +260,8 @@ class Detector:
             return self._decision(doc, p, None, None, None, evidence=FINGERPRINT)
         candidates = sorted(candidates, key=lambda c: (c.distance, c.id))[: self.max_candidates]
         mine = p.vector if p.vector is not None else p.shingles
-        similarity = cosine if vector else self.literal.kernels.jaccard
         threshold = self.literal.cosine if vector else self.literal.threshold
-        best: tuple[float, Candidate, str] | None = None
-        evidence = VECTOR if vector else FINGERPRINT  # the weakest that judged a candidate
+        held: list[tuple[Candidate, np.ndarray | None, bytes | None]] = []
         for c in candidates:
             theirs: np.ndarray | None
             sketch: bytes | None = None
@@ -281,15 +279,26 @@ class Detector:
                 else:
                     self.literal.load(self.index.texts([c.id]))
                 theirs = self.literal.get(c.id)
+            if theirs is None and sketch is None and not vector:
+                sketch = self._sketch_of(c.id)
+            held.append((c, theirs, sketch))
+        # every candidate's similarity at once: one kernel call, not one per candidate
+        compared = [theirs for _, theirs, _ in held if theirs is not None]
+        similarities = iter(
+            [cosine(mine, t) for t in compared]
+            if vector
+            else self.literal.kernels.jaccards(mine, compared)
+        )
+        best: tuple[float, Candidate, str] | None = None
+        evidence = VECTOR if vector else FINGERPRINT  # the weakest that judged a candidate
+        for c, theirs, sketch in held:
             if theirs is not None:
-                sim = similarity(mine, theirs)
+                sim = next(similarities)
                 if not vector and evidence == FINGERPRINT:
                     evidence = TEXT
                 if sim >= threshold and (best is None or sim > best[0]):
                     best = (sim, c, VECTOR if vector else TEXT)
                 continue
-            if sketch is None and not vector:
-                sketch = self._sketch_of(c.id)
             if sketch is None:
                 continue  # its text has expired: unverifiable, so not a duplicate
             judged = self.literal.judge(sketches[at], sketch, c.distance)

@@ -103,6 +103,7 @@ class NativeKernels:
             **table,
         )
         self.jaccard = module.jaccard
+        self.jaccards = module.jaccards
         self._sketches = module.sketches
 
     def fold(self, texts: list[str]) -> list[str]:

@@ -86,6 +86,8 @@ class Shingler(Protocol):
 
     def jaccard(self, a: np.ndarray, b: np.ndarray) -> float: ...
 
+    def jaccards(self, a: np.ndarray, others: list[np.ndarray]) -> list[float]: ...
+
 
 class ReferenceShingler:
     """The numpy reference of the literal pass's kernels."""
@@ -100,6 +102,10 @@ class ReferenceShingler:
     @staticmethod
     def jaccard(a: np.ndarray, b: np.ndarray) -> float:
         return jaccard(a, b)
+
+    @staticmethod
+    def jaccards(a: np.ndarray, others: list[np.ndarray]) -> list[float]:
+        return [jaccard(a, b) for b in others]
 
 
 # How far from the threshold a sketch's estimate must be for its verdict to stand: a
