@@ -465,12 +465,14 @@ def test_at_least_once_commits_only_the_partitions_still_held(broker: Broker) ->
     assert not [c for c in broker.calls if c.startswith("seek")]
 
 
-@pytest.mark.parametrize("mode", ["at least once"])
+@pytest.mark.parametrize("mode", ["at least once", "exactly once"])
 def test_a_partition_given_away_before_its_batch_is_committed(broker: Broker, mode: str) -> None:
     """With prefetch, the next batch is polled before this one is committed, and that poll
     may take a partition of this batch away (here p0, while p1 stays). Its offsets are not
     committed under the new generation (the broker would take them, and they could move
-    the new owner's offsets back)."""
+    the new owner's offsets back). Exactly once, the batch is aborted, and p1, which the
+    batch polled ahead holds and the loop drops, is rewound too: its records are decided,
+    once, not skipped."""
     broker.moves = {2: ({P1}, False)}
     if mode == "exactly once":
         source, sink, outcomes = exactly_once(batch_size=3)
@@ -487,6 +489,21 @@ def test_a_partition_given_away_before_its_batch_is_committed(broker: Broker, mo
     else:
         assert sorted(broker.decided()) == ALL  # published once each, p0's not committed
         assert broker.calls.count("consumer commit") == 1
+
+
+def test_a_partition_lost_and_given_back_is_a_new_hold(broker: Broker) -> None:
+    """Exactly once, with prefetch: the member's session expired and it joined again while
+    its batch of p0 was in flight, and got p0 back, read again from the committed offset.
+    The batch is not committed in the new generation (another member may have held p0
+    meanwhile): it is aborted, and p0 read again from where the new hold began. Every
+    decision is published once."""
+    broker.moves = {2: ({P0, P1}, True)}
+    source, sink, outcomes = exactly_once(batch_size=3)
+    serve(source, sink, prefetch=True)
+    assert sorted(broker.decided()) == ALL
+    assert broker.offsets == {P0: 3, P1: 3}
+    assert outcomes == ["aborted", "committed", "committed"]
+    assert [c for c in broker.calls if c.startswith("seek")] == ["seek 0 0"]
 
 
 def test_a_fence_ends_the_command_with_status_3(

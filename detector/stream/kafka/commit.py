@@ -1,5 +1,5 @@
 """Step 7, written once for both modes: a batch's offsets are committed only for the
-partitions this member still holds, in its generation of the group.
+partitions this member has held, without a break, since it polled them.
 
 Which partitions those are, what a rebalance that took some of them does, what a refusal
 means and when the source goes back (`rewinds`) is the Committer's; only how the offsets
@@ -12,8 +12,9 @@ reach the broker is the mode's (its Commits):
   exactly once    the sink's transaction takes them and commits (TransactionalSink.commit,
                   which sends the consumer's group metadata with them: KIP-447). A lost
                   partition aborts the whole transaction, which holds that partition's
-                  decisions too; the partitions kept are rewound to the batch's first
-                  offsets, so that nothing of the aborted batch is skipped.
+                  decisions too; the partitions kept are rewound to the first record handed
+                  out and not committed, so that neither the aborted batch nor a batch
+                  polled after it (which the loop then drops) is skipped.
 """
 
 from __future__ import annotations
@@ -31,12 +32,25 @@ from ...errors import BackendUnavailable
 log = logging.getLogger("neardup.kafka")
 
 
+class Hold:
+    """This member's hold of one partition, from its assignment to its revocation or loss:
+    kafka-python keeps the partition's position for exactly as long."""
+
+    __slots__ = ("handed", "unsettled")
+
+    def __init__(self) -> None:
+        self.unsettled: int | None = None  # the first offset handed out and not committed
+        self.handed = 0  # the offset after the last record handed out
+
+
 @dataclass
 class Offsets:
-    """A Kafka batch's position: on each partition, its first offset and the next one."""
+    """A Kafka batch's position: on each partition, its first offset and the next one, and
+    the hold of the partition it was polled in."""
 
     first: dict[TopicPartition, int] = field(default_factory=dict)
     next: dict[TopicPartition, int] = field(default_factory=dict)
+    holds: dict[TopicPartition, Hold] = field(default_factory=dict, compare=False, repr=False)
 
 
 class Commits(Protocol):
@@ -82,13 +96,40 @@ GROUP_MOVED_ON = (CommitFailedError, RebalanceInProgressError)
 
 class Committer:
     """Commits a batch's offsets (Offsets) for the partitions still held, by `commits`.
-    `rewinds` counts the times it moved the consumer back: a batch polled before that is
-    polled again, and must not be decided."""
+
+    `held` and `lost` hear of the group's rebalances (the source's listener, inside poll),
+    `polled` of every batch handed to the loop. `rewinds` counts the times it moved the
+    consumer back: a batch polled before that is polled again, and must not be decided."""
 
     def __init__(self, consumer: Any, commits: Commits) -> None:
         self.consumer = consumer
         self.commits = commits
         self.rewinds = 0
+        self._holds: dict[TopicPartition, Hold] = {}
+
+    def held(self, partitions: set[TopicPartition]) -> None:
+        """The partitions this member holds now: a hold that ended is forgotten, with the
+        position kafka-python forgot; a partition assigned again begins a new one."""
+        for tp in self._holds.keys() - partitions:
+            del self._holds[tp]
+        for tp in partitions - self._holds.keys():
+            self._holds[tp] = Hold()
+
+    def lost(self, partitions: set[TopicPartition]) -> None:
+        """This member left the group without giving these back (its session expired): their
+        positions are reset, and a partition given back to it is a new hold."""
+        for tp in partitions:
+            self._holds.pop(tp, None)
+
+    def polled(self, offsets: Offsets) -> None:
+        for tp, first in offsets.first.items():
+            # kafka-python tells the listener of a partition before it fetches from it; a
+            # consumer that does not is taken to hold it from its first records on
+            hold = self._holds.setdefault(tp, Hold())
+            offsets.holds[tp] = hold
+            if hold.unsettled is None:
+                hold.unsettled = first
+            hold.handed = max(hold.handed, offsets.next[tp])
 
     def commit(self, offsets: Offsets) -> None:
         if not offsets.next:
@@ -112,17 +153,24 @@ class Committer:
             return
         except KafkaError as exc:
             raise self.commits.failed(exc) from exc
+        for tp in kept:
+            hold = self._holds[tp]
+            hold.unsettled = None if offsets.next[tp] >= hold.handed else offsets.next[tp]
         if lost:
             self._rebalanced(offsets, lost)
 
     def _kept(self, offsets: Offsets, group: Any) -> set[TopicPartition]:
-        """The batch's partitions this member holds, in the generation it is a member of.
+        """The batch's partitions held since its poll, by a member of the group's generation.
         The broker checks neither: it takes offsets sent without a generation from anyone,
         and of any partition from a member of the current one."""
         if group.generation_id < 0 or not group.member_id:
             return set()
         assigned = self.consumer.assignment()
-        return {tp for tp in offsets.next if tp in assigned}
+        return {
+            tp
+            for tp in offsets.next
+            if tp in assigned and tp in self._holds and self._holds[tp] is offsets.holds.get(tp)
+        }
 
     def _rebalanced(self, offsets: Offsets, lost: list[TopicPartition]) -> None:
         """The group took `lost` (or refused the batch): log it; if the records went with
@@ -134,11 +182,16 @@ class Committer:
                 ", ".join(f"{tp.topic}-{tp.partition}" for tp in lost),
             )
             return
-        # kafka-python keeps the position of a partition that stays with this member
-        # through a rebalance: without a rewind, the aborted records would be skipped.
+        # kafka-python keeps the position of a partition held through a rebalance: without
+        # a rewind, the aborted records would be skipped, and so would those of a batch
+        # polled since, on any partition held (the loop drops that batch, seeing `rewinds`).
         assigned = self.consumer.assignment()
-        for tp, offset in offsets.first.items():
-            if tp in assigned:
-                self.consumer.seek(tp, offset)
+        for tp, hold in sorted(self._holds.items()):
+            back = [hold.unsettled] if hold.unsettled is not None else []
+            if offsets.holds.get(tp) is hold and tp in offsets.first:
+                back.append(offsets.first[tp])
+            if back and tp in assigned:
+                hold.unsettled = min(back)
+                self.consumer.seek(tp, hold.unsettled)
         self.rewinds += 1
         log.warning("transaction aborted: the group rebalanced; its records go again")

@@ -34,18 +34,28 @@ class Membership(Protocol):
 
 
 class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]  # untyped library
-    """Tells the source's membership, whoever it is by then."""
+    """Tells the source's committer which partitions it holds, and its membership, whoever
+    it is by then. (Eager rebalances revoke every partition before the assignment changes,
+    cooperative ones after: the assignment itself says what is held.)"""
 
     def __init__(self, source: KafkaSource) -> None:
         self.source = source
 
     def on_partitions_revoked(self, revoked: Any) -> None:
+        self.source.committer.held(self.source.consumer.assignment())
         if self.source.membership is not None:
             self.source.membership.revoked(sorted(revoked))
 
     def on_partitions_assigned(self, assigned: Any) -> None:
+        self.source.committer.held(self.source.consumer.assignment())
         if self.source.membership is not None:
             self.source.membership.assigned(sorted(assigned))
+
+    def on_partitions_lost(self, lost: Any) -> None:
+        # Called while the assignment still holds them: it is emptied next.
+        self.source.committer.lost(set(lost))
+        if self.source.membership is not None:
+            self.source.membership.revoked(sorted(lost))
 
 
 def consumer_options(
@@ -148,6 +158,7 @@ class KafkaSource:
                 batch.append((r.value if r.value is not None else b"", where))
                 offsets.first.setdefault(tp, r.offset)
                 offsets.next[tp] = r.offset + 1
+        self.committer.polled(offsets)
         return batch, offsets
 
     def commit(self, position: object) -> None:
