@@ -450,13 +450,7 @@ def _serve(args: argparse.Namespace) -> int:
     from .pipeline import Limits, Loop
     from .retry import Startup
     from .service import Service
-    from .stream.kafka import (
-        KafkaSink,
-        KafkaSource,
-        TransactionalSink,
-        TransactionalSource,
-        transactional_id,
-    )
+    from .stream.kafka import KafkaSink, KafkaSource, TransactionalSink, transactional_id
     from .stream.kafka import check as check_kafka
 
     logging.basicConfig(
@@ -501,11 +495,12 @@ def _serve(args: argparse.Namespace) -> int:
     kafka_name = f"Kafka at {kafka.bootstrap_servers}"
     start.wait(kafka_name, lambda: check_kafka(kafka))
     limits = _serve_topics(args, kafka, start)
-    sink: KafkaSink
-    source: KafkaSource
+    # Exactly once, the sink's transaction takes the offsets: the source commits through it.
+    transaction: TransactionalSink | None = None
+    delivery = "at least once"
     if args.exactly_once:
         txn = transactional_id(kafka, args.group)
-        transactions = start.wait(
+        transaction = start.wait(
             kafka_name,
             lambda: TransactionalSink(
                 kafka,
@@ -516,26 +511,17 @@ def _serve(args: argparse.Namespace) -> int:
                 limits=limits,
             ),
         )
-        source = start.wait(
-            kafka_name,
-            lambda: TransactionalSource(
-                kafka, args.input_topic, args.group, args.batch_size, transactions, args.start_from
-            ),
-        )
-        sink = transactions
         delivery = f"exactly once, transactional id {txn}"
-    else:
-        sink = start.wait(
-            kafka_name,
-            lambda: KafkaSink(kafka, args.output_topic, args.dead_letter_topic, limits=limits),
-        )
-        source = start.wait(
-            kafka_name,
-            lambda: KafkaSource(
-                kafka, args.input_topic, args.group, args.batch_size, args.start_from
-            ),
-        )
-        delivery = "at least once"
+    sink = transaction or start.wait(
+        kafka_name,
+        lambda: KafkaSink(kafka, args.output_topic, args.dead_letter_topic, limits=limits),
+    )
+    source = start.wait(
+        kafka_name,
+        lambda: KafkaSource(
+            kafka, args.input_topic, args.group, args.batch_size, args.start_from, transaction
+        ),
+    )
     health.beat("joining the group")
     logging.getLogger("neardup.serve").info(
         "serving %s -> %s (group %s, %s, index %s, %s, %s kernels; Redis%s at %s as %s, "

@@ -8,8 +8,8 @@ One batch, in this order:
      check-and-insert (decide.py; redone from a conflict if another consumer was first)
   5. publish the decisions and the error records to the sink
   6. flush the sink: every decision and error record acknowledged (or written)
-  7. commit the source's position (Kafka: the offsets; with `serve --exactly-once`, the
-     transaction that 5 began, the offsets in it: the adapters of stream/kafka/)
+  7. commit the source's position (Kafka: the offsets, by stream/kafka/commit.py's
+     Committer; with `serve --exactly-once`, in the transaction that 5 began)
 A crash anywhere before 7 delivers the batch again; the index remembers every decision by
 id, so the redelivered records get the decisions already published (exactly once: those
 of the crashed batch were aborted, and read_committed readers see each once). Steps 4 to

@@ -3,7 +3,7 @@
 Three pairs implement them side by side, and the loop (detector/pipeline.py) never asks
 which one it has:
   files.py    JSONL files and stdin in, JSONL out: the embedded default (`neardup detect`)
-  kafka.py    a consumer-group member in, a producer out (`neardup serve`)
+  kafka/      a consumer-group member in, a producer out (`neardup serve`)
   memory.py   lists in and out: for tests, and for a program that embeds the detector
 """
 
@@ -28,9 +28,10 @@ class Batch:
 
 
 class Source(Protocol):
-    # How many times commit() moved the source back (a transaction aborted by a
-    # rebalance): a batch polled before that is polled again, and must not be decided.
-    rewinds: int
+    @property
+    def rewinds(self) -> int:
+        """How many times commit() moved the source back (a transaction aborted by a
+        rebalance): a batch polled before that is polled again, and must not be decided."""
 
     def batches(self) -> Iterator[Batch]:
         """Batches until the source ends (a file) or is closed (Kafka). An empty batch

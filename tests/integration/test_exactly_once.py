@@ -3,31 +3,35 @@
 Three consumers of a 6-partition topic are killed with SIGKILL and restarted, each several
 times, at random moments while a few hundred records (and some bad lines) arrive: a
 read_committed reader of the output sees every decision once and of the dead-letter topic
-every dead letter once, and the decisions keep the invariants. At least once, under the
-same kills, may publish a decision twice but never two different ones. A consumer whose
-transactional id another producer takes stops cleanly, and the group decides its records;
-offsets of an old generation of the group are refused, the batch aborted and decided again.
+every dead letter once, and the decisions keep the invariants (with --prefetch too). At
+least once, under the same kills, may publish a decision twice but never two different
+ones. A consumer whose transactional id another producer takes stops cleanly, and the
+group decides its records; offsets of an old generation of the group are refused, the
+batch aborted and decided again. In either mode, a partition the group gives away between
+a batch's poll and its commit keeps its offsets for its new owner.
 """
 
 from __future__ import annotations
 
 import random
 import re
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from kafka import KafkaProducer
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.errors import KafkaTimeoutError
 
 from detector.errors import BackendUnavailable
+from detector.records import RawRecord
 from detector.stream.kafka import (
     KafkaSettings,
+    KafkaSource,
     Offsets,
     TransactionalSink,
-    TransactionalSource,
     transactional_id,
 )
 
@@ -132,7 +136,9 @@ def dead_letter_places(reader: TopicReader) -> Counter[tuple[int, int]]:
     return Counter((d["partition"], d["offset"]) for d in reader.records)
 
 
-@pytest.mark.parametrize("mode", ["exactly-once", "at-least-once"])
+# --prefetch polls the next batch before this one is committed: a rebalance in that poll
+# aborts this batch's transaction, and the rewind must cover the batch polled ahead too.
+@pytest.mark.parametrize("mode", ["exactly-once", "exactly-once --prefetch", "at-least-once"])
 def test_consumers_killed_again_and_again_mid_stream(
     mode: str,
     names: Names,
@@ -141,7 +147,8 @@ def test_consumers_killed_again_and_again_mid_stream(
     reference: list[dict[str, Any]],
 ) -> None:
     decisions, dead = committed
-    extra = [*BATCH, *(EXACTLY_ONCE if mode == "exactly-once" else [])]
+    extra = [*BATCH, *(EXACTLY_ONCE if mode.startswith("exactly-once") else [])]
+    extra += ["--prefetch"] if mode.endswith("--prefetch") else []
     good, feed = stream()
     ids = [r["id"] for r in good]
     seed = random.randrange(2**32)
@@ -168,7 +175,7 @@ def test_consumers_killed_again_and_again_mid_stream(
         print(f"{len(decisions.records)} committed, for {len(ids)} records")
     finally:
         everything.close()
-    if mode == "exactly-once":
+    if mode.startswith("exactly-once"):
         twice = {i: len(ds) for i, ds in published.items() if len(ds) > 1}
         assert not twice, f"{context}: decisions seen more than once: {twice}"
         assert set(places.values()) == {1}, f"{context}: dead letters not once: {places}"
@@ -219,9 +226,29 @@ def test_a_fenced_consumer_stops_and_the_group_decides_its_records(
     assert survivor.stop() == 0, survivor.log()
 
 
+def polled(
+    source: KafkaSource,
+    enough: Callable[[list[RawRecord]], bool],
+    timeout: float = 60,
+) -> tuple[list[RawRecord], Offsets]:
+    """Step 1 as many times as it takes for `enough` (or `timeout` seconds): the records,
+    and the polls' offsets as one batch's."""
+    records: list[RawRecord] = []
+    offsets = Offsets()
+    deadline = time.monotonic() + timeout
+    while not enough(records) and time.monotonic() < deadline:
+        got, more = source.poll()
+        records += got
+        for tp, first in more.first.items():
+            offsets.first.setdefault(tp, first)
+        offsets.next.update(more.next)
+        offsets.holds.update(more.holds)
+    return records, offsets
+
+
 class InProcess:
-    """A TransactionalSource and TransactionalSink in this process, on a 2-partition input
-    of ten bad lines, for the steps of a batch one at a time."""
+    """An exactly-once KafkaSource and its TransactionalSink in this process, on a
+    2-partition input of ten bad lines, for the steps of a batch one at a time."""
 
     def __init__(self, names: Names) -> None:
         create_topics({names.input: 2})
@@ -239,19 +266,11 @@ class InProcess:
             transactional_id(settings, names.group),
             observe=self.outcomes.append,
         )
-        self.source = TransactionalSource(settings, names.input, names.group, 64, self.sink)
+        self.source = KafkaSource(settings, names.input, names.group, 64, transaction=self.sink)
 
     def publish(self) -> Offsets:
         """Steps 1 to 6: the ten lines, from as many polls as it takes, dead-lettered."""
-        records: list[Any] = []
-        offsets = Offsets()
-        deadline = time.monotonic() + 60
-        while len(records) < 10 and time.monotonic() < deadline:
-            got, more = self.source.poll()
-            records += got
-            for tp, first in more.first.items():
-                offsets.first.setdefault(tp, first)
-            offsets.next.update(more.next)
+        records, offsets = polled(self.source, lambda got: len(got) >= 10)
         assert len(records) == 10, records
         for raw, where in records:
             self.sink.error({**where, "reason": "test", "raw": raw.decode()})
@@ -339,6 +358,104 @@ def test_a_failed_commit_is_retried_alone_and_sends_its_batch_again(
     assert steps.outcomes == ["aborted", "committed"]
     steps.committed_once(dead)
     steps.written(20)
+
+
+class OtherMember:
+    """Another member of the group, polling in a thread (kafka-python joins the group in
+    poll) and committing nothing. Its client id sorts before the source's, so the range
+    assignor gives it partition 0 of 2 and the source partition 1."""
+
+    def __init__(self, names: Names) -> None:
+        self.consumer = KafkaConsumer(
+            names.input,
+            bootstrap_servers=BOOTSTRAP.split(","),
+            group_id=names.group,
+            client_id="a-other",
+            enable_auto_commit=False,
+            session_timeout_ms=10_000,
+            heartbeat_interval_ms=3_000,
+        )
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._poll, daemon=True)
+        self.thread.start()
+
+    def _poll(self) -> None:
+        while not self.stopping.is_set():
+            self.consumer.poll(timeout_ms=200)
+
+    def close(self) -> None:
+        self.stopping.set()
+        self.thread.join(30)
+        self.consumer.close()
+
+
+def dead_letter(sink: TransactionalSink | None, records: list[RawRecord]) -> None:
+    """Steps 5 and 6 for `records` (exactly once; at least once, the offsets alone)."""
+    if sink is not None:
+        for raw, where in records:
+            sink.error({**where, "reason": "test", "raw": raw.decode()})
+        sink.flush()
+
+
+@pytest.mark.parametrize("mode", ["exactly once", "at least once"])
+def test_a_partition_given_away_between_a_poll_and_its_commit(names: Names, mode: str) -> None:
+    """As `serve --prefetch` meets it: a batch of partition 0 is polled; the poll of the
+    next one (another member joining) gives partition 0 away, keeps partition 1 and brings
+    its records. The first batch's commit sends no offset of partition 0: the broker would
+    take it from a member of the new generation, and it is the new owner's. Exactly once,
+    the transaction is aborted and partition 1 is rewound too, so the records of the batch
+    polled ahead (which the loop drops) come again and are committed once."""
+    create_topics({names.input: 2})
+    p0, p1 = TopicPartition(names.input, 0), TopicPartition(names.input, 1)
+    settings = KafkaSettings(BOOTSTRAP, client_id="z-source")
+    outcomes: list[str] = []
+    sink = None
+    if mode == "exactly once":
+        txn = transactional_id(settings, names.group)
+        sink = TransactionalSink(
+            settings, names.output, names.dead_letter, txn, observe=outcomes.append
+        )
+    source = KafkaSource(settings, names.input, names.group, 64, transaction=sink)
+    other: OtherMember | None = None
+    try:
+        with Producer() as producer:
+            for n in range(5):
+                producer.send(names.input, f"p0 {n}".encode(), partition=0)
+            producer.flush()
+        records, batch = polled(source, lambda got: len(got) >= 5)
+        assert set(batch.next) == {p0}, batch
+        dead_letter(sink, records)
+        with Producer() as producer:
+            for n in range(5):
+                producer.send(names.input, f"p1 {n}".encode(), partition=1)
+            producer.flush()
+        other = OtherMember(names)
+
+        def moved(got: list[RawRecord]) -> bool:
+            ones = sum(where["partition"] == 1 for _, where in got)
+            return ones >= 5 and source.consumer.assignment() == {p1}
+
+        ahead, _ = polled(source, moved)
+        assert moved(ahead), (source.consumer.assignment(), ahead)
+        source.commit(batch)
+        assert committed_offset(names.group, names.input, 0) is None
+        if sink is None:
+            assert source.rewinds == 0
+            return
+        assert outcomes == ["aborted"] and source.rewinds == 1
+        again, offsets = polled(source, lambda got: len(got) >= 5, timeout=20)
+        assert [(w["partition"], w["offset"]) for _, w in again] == [(1, n) for n in range(5)]
+        dead_letter(sink, again)
+        source.commit(offsets)
+        assert outcomes == ["aborted", "committed"]
+        assert committed_offset(names.group, names.input, 1) == 5
+        assert committed_offset(names.group, names.input, 0) is None
+    finally:
+        if other is not None:
+            other.close()
+        source.close()
+        if sink is not None:
+            sink.close()
 
 
 def test_tail_reads_committed_decisions_by_default(names: Names) -> None:

@@ -1,7 +1,8 @@
 """detector.stream.kafka without a broker: the order of the producer's calls in a batch of
-`serve --exactly-once`, and what a failed flush or commit, a rebalance and a fence do to it,
-against fakes of kafka-python's producer and consumer that keep a transaction's records
-apart until it commits. The real broker is tests/integration/test_exactly_once.py's."""
+`serve --exactly-once`, and what a failed flush or commit, a rebalance and a fence do to it;
+what the one committer commits in either mode when the group takes partitions away; against
+fakes of kafka-python's producer and consumer that keep a transaction's records apart until
+it commits. The real broker is tests/integration/test_exactly_once.py's."""
 
 from __future__ import annotations
 
@@ -31,12 +32,13 @@ from detector.records import Decision
 from detector.retry import ExponentialBackoff, Retry
 from detector.stream import kafka
 from detector.stream.kafka import (
+    Committer,
+    ConsumerCommits,
     KafkaSettings,
     KafkaSink,
     KafkaSource,
     Offsets,
     TransactionalSink,
-    TransactionalSource,
 )
 
 from ..helpers import make_detector
@@ -61,6 +63,9 @@ class Broker:
     calls: list[str] = field(default_factory=list)
     failures: dict[str, int] = field(default_factory=dict)  # call -> how many times it fails
     rebalances: int = 0  # offsets sent that find the group in a newer generation first
+    # At the member's n-th poll, the partitions the group gives it, and whether it was
+    # evicted (its session expired) and joined again first: n -> (partitions, evicted).
+    moves: dict[int, tuple[set[TopicPartition], bool]] = field(default_factory=dict)
 
     def fail(self, call: str) -> bool:
         if self.failures.get(call):
@@ -162,19 +167,43 @@ class FakeProducer:
 
 
 class FakeConsumer:
-    """A consumer-group member holding `broker.assigned`; it learns the group's
-    generation when it polls, as kafka-python's rejoins in poll()."""
+    """A consumer-group member holding `broker.assigned`. It joins the group in poll(), as
+    kafka-python's does: at its first poll, when the group's generation moved on, and
+    when `broker.moves` says; and tells its listener as kafka-python's eager protocol
+    does (every partition revoked, then the new ones assigned; a partition kept keeps its
+    position, a new one starts from the committed offset; an evicted member's are lost)."""
 
     def __init__(self, broker: Broker, **config: Any) -> None:
         self.broker, self.config = broker, config
         self.positions = {tp: broker.offsets.get(tp, 0) for tp in broker.input}
-        self.generation = broker.generation
+        self.generation = -1  # not a member before its first poll
+        self.listener: Any = None
+        self.held: set[TopicPartition] = set()
+        self.polls = 0
 
     def subscribe(self, topics: list[str], listener: Any = None) -> None:
-        pass
+        self.listener = listener
+
+    def _join(self, partitions: set[TopicPartition], evicted: bool) -> None:
+        if evicted:
+            self.listener.on_partitions_lost(set(self.held))
+            self.held = set()
+        else:
+            self.listener.on_partitions_revoked(set(self.held))
+        for tp in partitions - self.held:
+            self.positions[tp] = self.broker.offsets.get(tp, 0)
+        self.broker.assigned = self.held = set(partitions)
+        self.generation = self.broker.generation
+        self.listener.on_partitions_assigned(set(partitions))
 
     def poll(self, timeout_ms: int, max_records: int) -> dict[TopicPartition, list[Any]]:
-        self.generation = self.broker.generation
+        self.polls += 1
+        if self.polls in self.broker.moves:
+            partitions, evicted = self.broker.moves[self.polls]
+            self.broker.generation += 2 if evicted else 1  # evicted: a generation without it
+            self._join(partitions, evicted)
+        elif self.generation != self.broker.generation:
+            self._join(self.broker.assigned, False)
         out: dict[TopicPartition, list[Any]] = {}
         for tp in sorted(self.broker.assigned):
             at = self.positions[tp]
@@ -244,17 +273,22 @@ class UntilIdle:
     def done(self, batch: Prepared, decisions: list[Decision], seconds: float) -> None: ...
 
 
-def serve(source: KafkaSource, sink: KafkaSink) -> None:
+def serve(source: KafkaSource, sink: KafkaSink, prefetch: bool = False) -> None:
     watch = UntilIdle()
     loop = Loop(make_detector(), source, sink, observers=[watch], retry=NO_WAIT)
+    loop.prefetch = prefetch
     watch.loop = loop
     loop.run()
 
 
-def exactly_once(batch_size: int = 4) -> tuple[TransactionalSource, TransactionalSink, list[str]]:
+def exactly_once(batch_size: int = 4) -> tuple[KafkaSource, TransactionalSink, list[str]]:
     outcomes: list[str] = []
     sink = TransactionalSink(SETTINGS, "out", "dlq", TXN, observe=outcomes.append)
-    return TransactionalSource(SETTINGS, "in", "group", batch_size, sink), sink, outcomes
+    return KafkaSource(SETTINGS, "in", "group", batch_size, transaction=sink), sink, outcomes
+
+
+def at_least_once(batch_size: int = 4) -> tuple[KafkaSource, KafkaSink]:
+    return KafkaSource(SETTINGS, "in", "group", batch_size), KafkaSink(SETTINGS, "out", "dlq")
 
 
 ALL = sorted(f"p{p}-{i}" for p in (0, 1) for i in range(3))
@@ -388,6 +422,88 @@ def test_at_least_once_flushes_then_commits_with_the_consumer(broker: Broker) ->
     assert broker.calls == batches
     assert sorted(broker.decided()) == ALL and broker.offsets == {P0: 3, P1: 3}
     assert source.consumer.config["isolation_level"] == "read_uncommitted"
+
+
+# ------------------------------------------------------------- one committer, both modes
+
+
+@pytest.mark.parametrize("mode", ["at least once", "exactly once"])
+def test_both_modes_commit_step_7_through_the_one_committer(
+    broker: Broker, monkeypatch: pytest.MonkeyPatch, mode: str
+) -> None:
+    """The loop's step 7 is KafkaSource.commit in both modes, and that is the Committer's:
+    only how the offsets reach the broker differs (the consumer, or the transaction)."""
+    through: list[tuple[Any, dict[TopicPartition, int]]] = []
+    commit = Committer.commit
+
+    def spy(self: Committer, offsets: Offsets) -> None:
+        through.append((self.commits, dict(offsets.next)))
+        commit(self, offsets)
+
+    monkeypatch.setattr(Committer, "commit", spy)
+    source, sink = exactly_once()[:2] if mode == "exactly once" else at_least_once()
+    serve(source, sink)
+    commits = sink if mode == "exactly once" else source.committer.commits
+    assert isinstance(commits, TransactionalSink if mode == "exactly once" else ConsumerCommits)
+    assert through == [(commits, {P0: 3, P1: 1}), (commits, {P1: 3})]
+    assert sorted(broker.decided()) == ALL and broker.offsets == {P0: 3, P1: 3}
+
+
+def test_at_least_once_commits_only_the_partitions_still_held(broker: Broker) -> None:
+    """A partition the member knows it lost keeps its offsets for its new owner, and a
+    member without a generation commits nothing; the records are published already, so
+    nothing is taken back or read again."""
+    source, _ = at_least_once(batch_size=6)
+    _, offsets = source.poll()
+    broker.assigned.discard(P1)
+    source.commit(offsets)
+    assert broker.offsets == {P0: 3}
+    source.consumer.generation = -1
+    broker.offsets.clear()
+    source.commit(offsets)
+    assert broker.offsets == {} and source.rewinds == 0
+    assert not [c for c in broker.calls if c.startswith("seek")]
+
+
+@pytest.mark.parametrize("mode", ["at least once", "exactly once"])
+def test_a_partition_given_away_before_its_batch_is_committed(broker: Broker, mode: str) -> None:
+    """With prefetch, the next batch is polled before this one is committed, and that poll
+    may take a partition of this batch away (here p0, while p1 stays). Its offsets are not
+    committed under the new generation (the broker would take them, and they could move
+    the new owner's offsets back). Exactly once, the batch is aborted, and p1, which the
+    batch polled ahead holds and the loop drops, is rewound too: its records are decided,
+    once, not skipped."""
+    broker.moves = {2: ({P1}, False)}
+    if mode == "exactly once":
+        source, sink, outcomes = exactly_once(batch_size=3)
+    else:
+        (source, sink), outcomes = at_least_once(batch_size=3), []
+    serve(source, sink, prefetch=True)
+    p1 = [f"p1-{i}" for i in range(3)]
+    assert broker.offsets == {P1: 3}  # p0's are its new owner's to commit
+    if mode == "exactly once":
+        assert broker.decided() == p1  # p0's were aborted, and are its new owner's
+        assert outcomes == ["aborted", "committed"]
+        sends = ["begin", *["send"] * 3, "flush"]
+        assert broker.calls == ["init", *sends, *ABORT, "seek 1 0", *sends, "offsets", "commit"]
+    else:
+        assert sorted(broker.decided()) == ALL  # published once each, p0's not committed
+        assert broker.calls.count("consumer commit") == 1
+
+
+def test_a_partition_lost_and_given_back_is_a_new_hold(broker: Broker) -> None:
+    """Exactly once, with prefetch: the member's session expired and it joined again while
+    its batch of p0 was in flight, and got p0 back, read again from the committed offset.
+    The batch is not committed in the new generation (another member may have held p0
+    meanwhile): it is aborted, and p0 read again from where the new hold began. Every
+    decision is published once."""
+    broker.moves = {2: ({P0, P1}, True)}
+    source, sink, outcomes = exactly_once(batch_size=3)
+    serve(source, sink, prefetch=True)
+    assert sorted(broker.decided()) == ALL
+    assert broker.offsets == {P0: 3, P1: 3}
+    assert outcomes == ["aborted", "committed", "committed"]
+    assert [c for c in broker.calls if c.startswith("seek")] == ["seek 0 0"]
 
 
 def test_a_fence_ends_the_command_with_status_3(

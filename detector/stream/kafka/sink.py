@@ -1,6 +1,7 @@
 """Decisions to the output topic and bad records to the dead-letter topic: at least once
-(KafkaSink flushes, then the source commits), or exactly once (TransactionalSink: a batch's
-records and its offsets in one transaction)."""
+(KafkaSink flushes, then the source's committer commits the offsets), or exactly once
+(TransactionalSink: a batch's records and its offsets in one transaction, which the
+committer commits through it)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,6 @@ from typing import Any
 from kafka import KafkaProducer, TopicPartition
 from kafka.errors import (
     AuthorizationError,
-    CommitFailedError,
     KafkaError,
     MessageSizeTooLargeError,
     ProducerFencedError,
@@ -265,7 +265,7 @@ class TransactionalSink(KafkaSink):
     transaction (`serve --exactly-once`).
 
     The transaction begins at the batch's first send (step 5) and commit() (step 7, from
-    TransactionalSource) adds the offsets and commits it. A failure aborts it and raises,
+    the source's Committer) adds the offsets and commits it. A failure aborts it and raises,
     and the step the loop retries finds no transaction open: a publish step sends
     everything again in a new one; a commit, which the loop retries alone, first sends
     again the records this sink kept of the batch, in a new one.
@@ -278,6 +278,7 @@ class TransactionalSink(KafkaSink):
 
     # A flush inside a transaction must give up well within the transaction's timeout.
     flush_timeout = TRANSACTION_TIMEOUT_MS / 2000
+    atomic = True  # (commit.Commits) the batch's records are committed with its offsets
 
     def __init__(
         self,
@@ -336,31 +337,23 @@ class TransactionalSink(KafkaSink):
         try:
             self.producer.begin_transaction()
         except KafkaError as exc:
-            raise self._failed(exc) from exc
+            raise self.failed(exc) from exc
         self._open = True
 
-    def commit(self, offsets: dict[TopicPartition, OffsetAndMetadata], group: Any) -> bool:
+    def commit(self, offsets: dict[TopicPartition, OffsetAndMetadata], group: Any) -> None:
         """Commit the batch with its input offsets, for the consumer of group metadata
-        `group`. False when the broker refused the offsets because the group has a newer
-        generation (KIP-447): the transaction is aborted, and the batch's records go to
-        whoever owns their partitions now."""
+        `group` (commit.Commits). The broker refuses offsets of a generation the group has
+        left (KIP-447): CommitFailedError, which the Committer answers with abort()."""
         if not self._open:  # aborted after its flush: the batch again, in a new transaction
             self._begin()
             for record in self._batch:
                 super()._send(*record)
             self.flush()
-        try:
-            if offsets:
-                self.producer.send_offsets_to_transaction(offsets, group)
-            self.producer.commit_transaction()
-        except CommitFailedError:
-            self.abort()
-            return False
-        except KafkaError as exc:
-            raise self._failed(exc) from exc
+        if offsets:
+            self.producer.send_offsets_to_transaction(offsets, group)
+        self.producer.commit_transaction()
         self._open, self._batch = False, []
         self.observe("committed")
-        return True
 
     def abort(self) -> None:
         """Abort the open transaction, if any, and forget the batch."""
@@ -380,7 +373,7 @@ class TransactionalSink(KafkaSink):
         with contextlib.suppress(BackendUnavailable):
             self.producer = self._producer()
 
-    def _failed(self, exc: KafkaError) -> Exception:
+    def failed(self, exc: KafkaError) -> Exception:
         """Abort after a failed transactional call; what to raise for it."""
         refusal = self._refusal(exc, self.producer)
         self._rebuild()

@@ -1,44 +1,27 @@
-"""The consumer-group member that hands the loop its batches and commits only what it is
-told: at least once (KafkaSource), or in the sink's transaction (TransactionalSource)."""
+"""The consumer-group member that hands the loop its batches (step 1) and commits only what
+it is told, through its Committer (step 7, commit.py): with the consumer at least once, in
+the sink's transaction exactly once."""
 
 from __future__ import annotations
 
 import contextlib
-import logging
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
 
 from kafka import KafkaConsumer, TopicPartition
 from kafka.consumer.subscription_state import ConsumerRebalanceListener
-from kafka.errors import (
-    CommitFailedError,
-    KafkaError,
-)
-from kafka.structs import OffsetAndMetadata
+from kafka.errors import KafkaError
 
-from ...errors import BackendUnavailable, ConfigError
+from ...errors import ConfigError
 from ...records import RawRecord
 from .. import Batch
+from .commit import Committer, ConsumerCommits, Offsets
 from .settings import KafkaSettings, connect
 from .sink import TransactionalSink
-
-log = logging.getLogger("neardup.kafka")
 
 # The largest fetch response frame a consumer accepts. A topic whose max.message.bytes
 # (1 MiB by default) lets a larger record batch in stalls its partition: keep it below.
 MAX_FETCH_FRAME = 256 * 1024 * 1024
-
-
-@dataclass
-class Offsets:
-    """A Kafka batch's position: on each partition, its first offset and the next one."""
-
-    first: dict[TopicPartition, int] = field(default_factory=dict)
-    next: dict[TopicPartition, int] = field(default_factory=dict)
-
-    def to_commit(self) -> dict[TopicPartition, OffsetAndMetadata]:
-        return {tp: OffsetAndMetadata(o, "", -1) for tp, o in self.next.items()}
 
 
 class Membership(Protocol):
@@ -51,18 +34,28 @@ class Membership(Protocol):
 
 
 class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]  # untyped library
-    """Tells the source's membership, whoever it is by then."""
+    """Tells the source's committer which partitions it holds, and its membership, whoever
+    it is by then. (Eager rebalances revoke every partition before the assignment changes,
+    cooperative ones after: the assignment itself says what is held.)"""
 
     def __init__(self, source: KafkaSource) -> None:
         self.source = source
 
     def on_partitions_revoked(self, revoked: Any) -> None:
+        self.source.committer.held(self.source.consumer.assignment())
         if self.source.membership is not None:
             self.source.membership.revoked(sorted(revoked))
 
     def on_partitions_assigned(self, assigned: Any) -> None:
+        self.source.committer.held(self.source.consumer.assignment())
         if self.source.membership is not None:
             self.source.membership.assigned(sorted(assigned))
+
+    def on_partitions_lost(self, lost: Any) -> None:
+        # Called while the assignment still holds them: it is emptied next.
+        self.source.committer.lost(set(lost))
+        if self.source.membership is not None:
+            self.source.membership.revoked(sorted(lost))
 
 
 def consumer_options(
@@ -100,10 +93,16 @@ class KafkaSource:
 
     `start_from`: where a partition without a committed offset of the group starts (a
     new group, or offsets the topic's retention has deleted): its oldest record, or the
-    next one to arrive. `membership` hears of the group's rebalances (set it before the
-    first poll)."""
+    next one to arrive. `transaction`: exactly once, the sink whose transaction takes each
+    batch's offsets (None: at least once, the consumer commits them). `membership` hears of
+    the group's rebalances (set it before the first poll).
 
-    isolation_level = "read_uncommitted"
+    Exactly once, it reads read_committed, for two reasons: a member that takes over
+    partitions then starts from their committed offsets only once a transaction still
+    committing offsets of them is over (KIP-447: kafka-python asks for stable offsets in
+    that mode), and input written by transactions is decided only once they commit.
+    """
+
     membership: Membership | None = None
 
     def __init__(
@@ -113,19 +112,26 @@ class KafkaSource:
         group: str,
         batch_size: int,
         start_from: str = "earliest",
+        transaction: TransactionalSink | None = None,
     ) -> None:
         if start_from not in START_FROM:
             raise ConfigError(f"start_from must be one of {', '.join(START_FROM)}")
         self.topic = topic
         self.batch_size = batch_size
+        self.isolation_level = "read_uncommitted" if transaction is None else "read_committed"
         self.consumer = connect(
             KafkaConsumer,
             "consumer",
             **consumer_options(settings, group, batch_size, start_from, self.isolation_level),
         )
+        self.committer = Committer(
+            self.consumer, ConsumerCommits(self.consumer) if transaction is None else transaction
+        )
         self.consumer.subscribe([topic], listener=_Listener(self))
 
-    rewinds = 0
+    @property
+    def rewinds(self) -> int:
+        return self.committer.rewinds
 
     def batches(self) -> Iterator[Batch]:
         """Polls for ever (the loop stops taking them); an empty batch after a quiet poll."""
@@ -152,21 +158,12 @@ class KafkaSource:
                 batch.append((r.value if r.value is not None else b"", where))
                 offsets.first.setdefault(tp, r.offset)
                 offsets.next[tp] = r.offset + 1
+        self.committer.polled(offsets)
         return batch, offsets
 
     def commit(self, position: object) -> None:
         """Commit the offsets of a batch (`Batch.position`, its Offsets)."""
-        offsets = cast(Offsets, position)
-        if not offsets.next:
-            return
-        try:
-            self.consumer.commit(offsets.to_commit())
-        except CommitFailedError:
-            # The group rebalanced: these partitions belong to another member now, which
-            # gets the records again and, by id, the same decisions. Nothing to retry.
-            log.warning("offsets not committed: the group rebalanced")
-        except KafkaError as exc:
-            raise BackendUnavailable(f"Kafka did not take the offsets: {exc}") from exc
+        self.committer.commit(cast(Offsets, position))
 
     def lags(self, timeout_ms: int = 1000) -> dict[TopicPartition, int]:
         """Records not yet consumed on each assigned partition. The ends come from the
@@ -192,48 +189,3 @@ class KafkaSource:
 
     def close(self) -> None:
         self.consumer.close()  # leaves the group, so the partitions move at once
-
-
-class TransactionalSource(KafkaSource):
-    """A KafkaSource whose commit hands the batch's offsets to the sink's transaction.
-
-    It reads read_committed, for two reasons: a member that takes over partitions then
-    starts from their committed offsets only once a transaction still committing offsets
-    of them is over (KIP-447: kafka-python asks for stable offsets in that mode), and input
-    written by transactions is decided only once they commit.
-    """
-
-    isolation_level = "read_committed"
-
-    def __init__(
-        self,
-        settings: KafkaSettings,
-        topic: str,
-        group: str,
-        batch_size: int,
-        sink: TransactionalSink,
-        start_from: str = "earliest",
-    ) -> None:
-        self.sink = sink
-        super().__init__(settings, topic, group, batch_size, start_from)
-
-    def commit(self, position: object) -> None:
-        offsets = cast(Offsets, position)
-        group = self.consumer.group_metadata()
-        # The broker refuses offsets of an old generation, but takes offsets sent without
-        # one (generation -1) from anyone: never send those for partitions this member
-        # may no longer own.
-        member = group.generation_id >= 0 and bool(group.member_id)
-        if member and offsets.next.keys() <= self.consumer.assignment():
-            if self.sink.commit(offsets.to_commit(), group):
-                return
-        else:
-            self.sink.abort()
-        # kafka-python keeps the position of a partition that stays with this member
-        # through a rebalance: without a rewind, the aborted records would be skipped.
-        assigned = self.consumer.assignment()
-        for tp, offset in offsets.first.items():
-            if tp in assigned:
-                self.consumer.seek(tp, offset)
-        self.rewinds += 1
-        log.warning("transaction aborted: the group rebalanced; its records go again")
