@@ -7,7 +7,8 @@ bundled tests/data/html-sample.jsonl.gz. In one run, on the same pages:
   - `neardup detect` (process start included) with --html auto (the default) and with
     --html text (tags stripped, today's behaviour before main-content extraction);
   - the extraction alone (detector.extract over every page, as detect batches them), so
-    its share of detect's time;
+    its share of detect's time: with the native walk (native/src/html.rs) and with the
+    Python reference walk;
   - the peer: PyPI simhash with its default features (Simhash(text), character 4-grams of
     the whole page) and SimhashIndex k=3, its own timed loop (bench/peer/run_simhash.py).
 Scores: precision and recall of "duplicate" against max_jaccard_earlier >= 0.8, overall,
@@ -70,14 +71,16 @@ def detect(corpus: Path, out: Path, mode: str) -> dict[str, Any]:
     return {"wall_s": round(wall, 2), "summary": parse_summary(err)}
 
 
-def extraction_seconds(corpus: Path) -> tuple[float, int]:
+def extraction_seconds(corpus: Path, kernels: str) -> tuple[float, int]:
+    """The extraction alone over the corpus, with the walk of `kernels` (native or numpy:
+    the Python reference)."""
     sys.path.insert(0, str(ROOT))
-    from detector.extract import Extractor
+    from detector.extract import Extractor, walker
     from detector.records import Document
     from detector.templates import MemoryTemplates
 
     docs = [Document(r["id"], r["text"], r.get("url")) for r in read_jsonl(corpus)]
-    extractor = Extractor("auto", MemoryTemplates(3))
+    extractor = Extractor("auto", MemoryTemplates(3), pages=walker(kernels))
     start = time.perf_counter()
     for at in range(0, len(docs), 512):
         extractor.batch(docs[at : at + 512])
@@ -130,14 +133,23 @@ def main() -> int:
                     f"    {g:18s} P {v['precision']}  R {v['recall']}  "
                     f"tp {v['tp']} fp {v['fp']} fn {v['fn']}"
                 )
-        seconds, pages = extraction_seconds(corpus)
-        share = seconds / report["auto"]["wall_s"]
-        report["extraction"] = {
-            "seconds": round(seconds, 2),
-            "pages_per_s": round(pages / seconds, 1),
-            "share_of_detect": round(share, 3),
-        }
-        print(f"extraction alone: {pages / seconds:.0f} pages/s, {share:.0%} of detect's time")
+        sys.path.insert(0, str(ROOT))
+        from detector.kernels import native_module
+
+        kinds = ("native", "numpy") if native_module() is not None else ("numpy",)
+        for kernels in kinds:
+            seconds, pages = extraction_seconds(corpus, kernels)
+            share = seconds / report["auto"]["wall_s"]
+            report[f"extraction_{kernels}"] = {
+                "seconds": round(seconds, 2),
+                "pages_per_s": round(pages / seconds, 1),
+                "us_per_page": round(seconds / pages * 1e6),
+                "share_of_detect": round(share, 3),
+            }
+            print(
+                f"extraction alone, {kernels} walk: {pages / seconds:.0f} pages/s "
+                f"({seconds / pages * 1e6:.0f} us a page; {share:.0%} of detect's wall)"
+            )
         if not args.no_peer:
             out = Path(tmp) / "peer.jsonl"
             got = peer(corpus, out)

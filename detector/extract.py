@@ -28,6 +28,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
+from itertools import accumulate
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
@@ -37,7 +38,7 @@ import xxhash
 from .normalize import drop_comments_scripts_styles, fold, looks_like_html, strip_markup
 from .records import Document
 from .tables import CODE_POINTS, cached
-from .templates import Templates, lesson
+from .templates import PAIR_LOG2, Lesson, Templates, lesson
 
 Mode = Literal["auto", "main", "text"]
 MODES: tuple[Mode, ...] = ("auto", "main", "text")
@@ -73,22 +74,20 @@ _STAMP_WORDS = 10
 
 
 @dataclass
-class Line:
-    text: str
-    words: int
-    link_words: int
-    key: int  # xxh3 of the casefolded text with digits masked: the template model's key
-
-
-@dataclass
 class Page:
-    """A parsed page: its lines and the line range of each container element."""
+    """A parsed page: its lines, as columns, and the line range of each container element.
+    A line's key is the xxh3 of its casefolded text with digits masked: the template
+    model's key."""
 
-    lines: list[Line]
+    texts: list[str]
+    words: list[int]
+    link_words: list[int]  # of its words, those in link text
+    keys: list[int]
+    stamped: list[bool]  # a line of a few words with a date or a clock time (_STAMP)
     containers: list[tuple[int, int]]  # [start, end) line ranges
 
-    def keys(self) -> list[int]:
-        return sorted({line.key for line in self.lines})
+    def line_keys(self) -> list[int]:
+        return sorted(set(self.keys))
 
 
 @dataclass
@@ -128,8 +127,9 @@ def url_key(url: str) -> int:
     return xxhash.xxh3_64_intdigest(url.encode("utf-8", "surrogatepass"))
 
 
-def parse(html: str) -> Page | str:
-    """The page's lines and containers, or the reason it cannot be had."""
+def parse(html: str, pages: Any = None) -> Page | str:
+    """The page's lines and containers, or the reason it cannot be had. `pages` is the
+    native walk (walker()), or None for _walk's."""
     if len(html) > MAX_HTML_BYTES:
         return "too_large"
     import lxml.etree as etree
@@ -143,10 +143,10 @@ def parse(html: str) -> Page | str:
     body = root.find("body")
     if body is None:
         body = root
-    page = _walk(body, etree)
+    page = _walk(body, etree) if pages is None else _walk_native(body, etree, pages)
     # libxml2 stops reading at 256 levels of nesting: a page that lost its words there is
     # not one to cut (the head's title and the skipped elements make up the rest).
-    if isinstance(page, Page) and _more_words(html, 2 * sum(line.words for line in page.lines)):
+    if isinstance(page, Page) and _more_words(html, 2 * sum(page.words), pages):
         return "truncated"
     return page
 
@@ -167,8 +167,8 @@ def _parser() -> Any:
 
 
 def _walk(body: Any, etree: Any) -> Page | str:
-    lines: list[Line] = []
-    containers: list[tuple[int, int]] = []
+    page = Page([], [], [], [], [], [])
+    lines, containers = page.texts, page.containers
     chunks: list[str] = []
     link_words = 0
     starts: list[int] = []
@@ -184,7 +184,11 @@ def _walk(body: Any, etree: Any) -> Page | str:
                 key = xxhash.xxh3_64_intdigest(
                     _DIGITS.sub("#", text.casefold()).encode("utf-8", "surrogatepass")
                 )
-                lines.append(Line(text, words, min(link_words, words), key))
+                lines.append(text)
+                page.words.append(words)
+                page.link_words.append(min(link_words, words))
+                page.keys.append(key)
+                page.stamped.append(words <= _STAMP_WORDS and _STAMP.search(text) is not None)
             chunks.clear()
         link_words = 0
 
@@ -228,17 +232,75 @@ def _walk(body: Any, etree: Any) -> Page | str:
                 containers.append((start, len(lines)))
             add(el.tail)
     flush()
-    return Page(lines, containers)
+    return page
 
 
-def _more_words(html: str, limit: int) -> bool:
+def walker(choice: str = "auto") -> Any:
+    """The native walk (detector._native's Pages, native/src/html.rs) for a kernels choice
+    (kernels.CHOICES): None for `numpy`, or for `auto` without the module."""
+    from .kernels import make_choice, native_module
+    from .normalize import casefolds
+
+    module = native_module() if make_choice(choice) != "numpy" else None
+    if module is None:
+        return None
+    return module.Pages(
+        page_classes().tobytes(),
+        casefolds().astype("<i4").tobytes(),
+        sorted(_BLOCK),
+        sorted(_CONTAINER),
+        sorted(_SKIPPED),
+        MAX_ELEMENTS,
+        _STAMP_WORDS,
+    )
+
+
+def _walk_native(body: Any, etree: Any, pages: Any) -> Page | str:
+    """_walk's Page from the native walk over lxml's serialization of the same tree;
+    _walk itself where the serialization has what the native walk does not read."""
+    got = pages.walk(etree.tostring(body, encoding="utf-8"))  # with its tail, as _walk
+    if got is None:
+        return _walk(body, etree)
+    if isinstance(got, str):
+        return got
+    texts, *columns = got
+    return Page(texts.split("\n") if texts else [], *columns)
+
+
+@cache
+def page_classes() -> np.ndarray:
+    """The walk's classes of every code point, as bits: 1 a word character (_WORD's \\w),
+    2 whitespace (str.split's), 4 a digit (_DIGITS's \\d)."""
+    return cached("page-classes", r"\w|isspace|\d/1", _page_classes)
+
+
+def _page_classes() -> np.ndarray:
+    table = np.zeros(CODE_POINTS, np.uint8)
+    every = "".join(map(chr, range(CODE_POINTS)))  # index = code point
+    for pattern, bit in ((_WORD, 1), (_DIGITS, 4)):
+        for m in pattern.finditer(every):
+            table[m.start() : m.end()] |= bit
+    table[[c for c in range(CODE_POINTS) if chr(c).isspace()]] |= 2
+    return table
+
+
+def _more_words(html: str, limit: int, pages: Any = None) -> bool:
     """Whether strip_markup(html) has more than `limit` words (_WORD), counted only where
-    _tagless_words cannot tell."""
+    _tagless_words (or the native walk's count of the same) cannot tell."""
     if limit >= len(html):  # stripping never lengthens a text
         return False
-    if looks_like_html(html) and _tagless_words(html) <= limit:
+    if looks_like_html(html) and _tagless(html, pages) <= limit:
         return False
     return len(_WORD.findall(strip_markup(html))) > limit
+
+
+def _tagless(html: str, pages: Any) -> int:
+    if pages is not None:
+        dropped = drop_comments_scripts_styles(html).encode("utf-8", "surrogatepass")
+        words: int | None = pages.tagless_words(dropped)
+        if words is not None:
+            return words
+    return _tagless_words(html)
 
 
 def _tagless_words(html: str) -> int:
@@ -290,13 +352,11 @@ def _word_chars() -> np.ndarray:
 def weights(page: Page, template: set[int]) -> list[int]:
     """Each line's weight: its words that are neither link text nor template."""
     out = []
-    for line in page.lines:
-        noise = (
-            line.key in template
-            or 2 * line.link_words >= line.words
-            or (line.words <= _STAMP_WORDS and _STAMP.search(line.text) is not None)
-        )
-        out.append(0 if noise else line.words - line.link_words)
+    for words, link_words, key, stamped in zip(
+        page.words, page.link_words, page.keys, page.stamped, strict=True
+    ):
+        noise = key in template or 2 * link_words >= words or stamped
+        out.append(0 if noise else words - link_words)
     return out
 
 
@@ -309,10 +369,8 @@ def locate(page: Page, template: set[int], share: float = DEFAULT_SHARE) -> tupl
     total = sum(w)
     if not total:
         return 0, 0
-    prefix = [0]
-    for x in w:
-        prefix.append(prefix[-1] + x)
-    best = (0, len(page.lines))
+    prefix = [0, *accumulate(w)]
+    best = (0, len(page.texts))
     for start, end in page.containers:
         if prefix[end] - prefix[start] >= share * total and end - start < best[1] - best[0]:
             best = (start, end)
@@ -321,16 +379,16 @@ def locate(page: Page, template: set[int], share: float = DEFAULT_SHARE) -> tupl
 
 def main_content(page: Page, template: set[int], share: float = DEFAULT_SHARE) -> Extracted:
     start, end = locate(page, template, share)
-    lines = page.lines
+    lines = page.texts
     if end == 0 or (start, end) == (0, len(lines)):
         kept, extraction = lines, BODY
     else:
         kept, extraction = lines[start:end], MAIN
     return Extracted(
-        "\n".join(line.text for line in kept),
+        "\n".join(kept),
         extraction,
-        removed=[line.text for line in lines[:start] + lines[end:]] if end else [],
-        template=[line.text for line in lines if line.key in template],
+        removed=lines[:start] + lines[end:] if end else [],
+        template=[text for text, key in zip(lines, page.keys, strict=True) if key in template],
     )
 
 
@@ -344,12 +402,15 @@ class Extractor:
     per LESSON pages: the pages of one lesson do not see each other's lines, and a batch
     of 512 pages of a new site would otherwise all be cut without a model."""
 
-    def __init__(self, mode: Mode, templates: Templates, share: float = DEFAULT_SHARE) -> None:
+    def __init__(
+        self, mode: Mode, templates: Templates, share: float = DEFAULT_SHARE, pages: Any = None
+    ) -> None:
         if mode not in MODES:
             raise ValueError(f"html mode must be one of {', '.join(MODES)}")
         self.mode = mode
         self.templates = templates
         self.share = share
+        self.pages = pages  # walker()'s native walk, or None for _walk
 
     def batch(self, docs: Sequence[Document]) -> list[Extracted | None]:
         out: list[Extracted | None] = [None] * len(docs)
@@ -360,7 +421,7 @@ class Extractor:
             # an empty text (a record with only an embedding) has no page to parse
             if not doc.text or (self.mode == "auto" and not is_html(doc.text, doc.meta)):
                 continue
-            page = parse(doc.text)
+            page = parse(doc.text, self.pages)
             if isinstance(page, str):
                 out[i] = stripped(doc.text, page)
             else:
@@ -368,7 +429,7 @@ class Extractor:
         for at in range(0, len(pages), LESSON):
             part = pages[at : at + LESSON]
             lessons = [
-                lesson(host_of(docs[i].url), url_key(docs[i].url or docs[i].id), page.keys())
+                self._lesson(host_of(docs[i].url), url_key(docs[i].url or docs[i].id), page)
                 for i, page in part
             ]
             known = self.templates.template(lessons)
@@ -376,6 +437,12 @@ class Extractor:
                 out[i] = main_content(page, template, self.share)
             self.templates.learn(lessons)
         return out
+
+    def _lesson(self, host: str, url: int, page: Page) -> Lesson:
+        keys = page.line_keys()
+        if self.pages is None:
+            return lesson(host, url, keys)
+        return Lesson(host, keys, self.pages.pair_bits(url, keys, PAIR_LOG2))
 
 
 LESSON = 16

@@ -136,9 +136,10 @@ class NativeKernels:
 Kernels = NumpyKernels | NativeKernels
 
 
-def make(choice: str, featurizer: Featurizer, literal_n: int) -> Kernels:
-    """`auto`: native when it was built; NEARDUP_KERNELS=native makes its absence an
-    error (CI), `numpy` takes the reference whatever was built."""
+def make_choice(choice: str) -> str:
+    """`native` or `numpy` for a kernels choice: `auto` is native when it was built;
+    NEARDUP_KERNELS=native makes its absence an error (CI), `numpy` takes the reference
+    whatever was built."""
     if choice not in CHOICES:
         raise ConfigError(f"kernels must be one of {', '.join(CHOICES)}, not {choice!r}")
     module = native_module() if choice != "numpy" else None
@@ -147,6 +148,12 @@ def make(choice: str, featurizer: Featurizer, literal_n: int) -> Kernels:
             "kernels native: detector._native was not built (install with a Rust "
             "toolchain: pip install . builds it; see the README)"
         )
+    return "native" if module is not None else "numpy"
+
+
+def make(choice: str, featurizer: Featurizer, literal_n: int) -> Kernels:
+    """The kernels of a choice (make_choice)."""
+    module = native_module() if make_choice(choice) == "native" else None
     return (
         NativeKernels(module, featurizer, literal_n)
         if module

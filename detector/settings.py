@@ -9,7 +9,7 @@ from .blocks import BlockScheme
 from .decide import Detector
 from .engine import Engine
 from .errors import ConfigError
-from .extract import Extractor, Mode
+from .extract import Extractor, Mode, walker
 from .features import FeatureConfig, Featurizer, IdfTable
 from .index import Index
 from .kernels import Kernels
@@ -112,4 +112,9 @@ class EngineSettings:
         if self.template_urls < 1 or not 0 < self.content_share <= 1:
             raise ConfigError("template-urls must be >= 1 and content-share in (0, 1]")
         mode = cast(Mode, self.html)
-        return Extractor(mode, index.templates(self.template_urls), self.content_share)
+        return Extractor(
+            mode,
+            index.templates(self.template_urls),
+            self.content_share,
+            pages=walker(self.kernels),
+        )

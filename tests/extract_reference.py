@@ -32,9 +32,7 @@ def parse(html: str) -> Page | str:
     page = extract._walk(body, etree)  # the walk itself did not change
     # libxml2 stops reading at 256 levels of nesting: a page that lost its words there is
     # not one to cut (the head's title and the skipped elements make up the rest).
-    if isinstance(page, Page) and 2 * sum(line.words for line in page.lines) < len(
-        _WORD.findall(strip_markup(html))
-    ):
+    if isinstance(page, Page) and 2 * sum(page.words) < len(_WORD.findall(strip_markup(html))):
         return "truncated"
     return page
 

@@ -11,6 +11,7 @@
 
 mod features;
 mod hashing;
+mod html;
 mod index;
 mod json;
 mod nfkc;
@@ -410,9 +411,85 @@ fn json_scalar<'a>(value: Borrowed<'a, '_, PyAny>) -> Option<json::Scalar<'a>> {
     })
 }
 
+/// extract._walk over an HTML page's body as lxml serializes it (html.rs).
+#[pyclass(frozen)]
+struct Pages {
+    walker: html::Walker,
+}
+
+#[pymethods]
+impl Pages {
+    /// classes: extract.page_classes (\w, isspace, \d bits of every code point); folds:
+    /// normalize.casefolds as int32 bytes; block, container, skipped: the walk's element
+    /// names; max_elements: extract.MAX_ELEMENTS; stamp_words: extract._STAMP_WORDS.
+    #[new]
+    fn new(
+        classes: &[u8],
+        folds: &[u8],
+        block: Vec<String>,
+        container: Vec<String>,
+        skipped: Vec<String>,
+        max_elements: usize,
+        stamp_words: u32,
+    ) -> PyResult<Self> {
+        let folds: Vec<i32> =
+            folds.chunks_exact(4).map(|b| i32::from_le_bytes(b.try_into().unwrap())).collect();
+        let mut kinds = html::Kinds::default();
+        for (names, kind) in
+            [(block, html::BLOCK), (container, html::CONTAINER), (skipped, html::SKIPPED)]
+        {
+            for name in names {
+                *kinds.entry(name.into_bytes()).or_default() |= kind;
+            }
+        }
+        let walker = html::Walker::new(classes.to_vec(), folds, kinds, max_elements, stamp_words)
+            .ok_or_else(|| invalid("Pages: a table of the wrong size"))?;
+        Ok(Pages { walker })
+    }
+
+    /// templates.pair_bit of a URL's key and each line key.
+    #[staticmethod]
+    fn pair_bits(url: u64, keys: Vec<u64>, log2: u32) -> PyResult<Vec<u64>> {
+        if !(1..=64).contains(&log2) {
+            return Err(invalid("pair_bits: log2 must be in 1..=64"));
+        }
+        Ok(html::Walker::pair_bits(url, &keys, log2))
+    }
+
+    /// extract._tagless_words of drop_comments_scripts_styles(page) as UTF-8; None where
+    /// the bytes are not UTF-8 (a lone surrogate).
+    fn tagless_words(&self, py: Python<'_>, text: &[u8]) -> Option<u64> {
+        py.detach(|| self.walker.tagless_words(text))
+    }
+
+    /// The walk of one body: None where the text is not what the walk expects (the caller
+    /// walks the tree), "too_many_elements", or the Page's columns: (the lines' texts
+    /// joined by newlines, words, link words, keys, stamped, containers as (start, end)
+    /// pairs).
+    fn walk<'py>(&self, py: Python<'py>, xml: &[u8]) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let walked = py.detach(|| self.walker.walk(xml));
+        Ok(match walked {
+            html::Walked::Unsupported => None,
+            html::Walked::TooManyElements => {
+                Some(PyString::new(py, "too_many_elements").into_any())
+            }
+            html::Walked::Page { lines, containers } => {
+                let text = lines.iter().map(|l| l.text.as_str()).collect::<Vec<_>>().join("\n");
+                let words: Vec<u32> = lines.iter().map(|l| l.words).collect();
+                let links: Vec<u32> = lines.iter().map(|l| l.link_words).collect();
+                let keys: Vec<u64> = lines.iter().map(|l| l.key).collect();
+                let stamped: Vec<bool> = lines.iter().map(|l| l.stamped).collect();
+                let parts = (PyString::new(py, &text), words, links, keys, stamped, containers);
+                Some(parts.into_pyobject(py)?.into_any())
+            }
+        })
+    }
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Kernels>()?;
+    m.add_class::<Pages>()?;
     m.add_function(wrap_pyfunction!(jaccard, m)?)?;
     m.add_function(wrap_pyfunction!(bucket_names, m)?)?;
     m.add_function(wrap_pyfunction!(sketches, m)?)?;
