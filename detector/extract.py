@@ -381,7 +381,10 @@ def main_content(page: Page, template: set[int], share: float = DEFAULT_SHARE) -
     start, end = locate(page, template, share)
     lines = page.texts
     if end == 0 or (start, end) == (0, len(lines)):
-        kept, extraction = lines, BODY
+        # Nothing to cut to: the page less the lines the model calls template (a
+        # re-fetch's advert and stamp among them), or all of it if that is nothing.
+        kept = [text for text, key in zip(lines, page.keys, strict=True) if key not in template]
+        kept, extraction = kept or lines, BODY
     else:
         kept, extraction = lines[start:end], MAIN
     return Extracted(

@@ -10,6 +10,14 @@ about 1 in 40 at 200,000 pairs (2,000 pages of 100 lines). A host's line counts 
 most MAX_LINES lines; past that the lines not yet template are dropped (they are counted
 again from 1 when they recur). Counts saturate at 255.
 
+A re-fetch also shows its own template: the lines a URL has now that it did not have at
+an earlier fetch (an advert, a "related pages" box, a fetch's stamp) changed around its
+content, so they are template for that page (changed_lines). A page is taken for a
+re-fetch when REFETCH_LINES of its lines, and REFETCH_SHARE of them, were counted for its
+URL, and REFETCH_FILL times the share a first fetch would show by collisions alone (the
+host's bitmap fill, which the model counts): a first fetch is then one only by a chance
+of about 1 in 500 for a page of 10 lines at a fill of 1/40, and less for longer pages.
+
 MemoryTemplates is the reference; index.redis.templates keeps the same model in Redis,
 where every consumer of the index shares it. A host costs PAIR_BITS / 8 bytes of bitmap
 (1 MiB) and about 50 bytes a counted line.
@@ -27,6 +35,9 @@ PAIR_LOG2 = 23
 PAIR_BITS = 1 << PAIR_LOG2
 MAX_LINES = 50_000
 MAX_COUNT = 255
+REFETCH_LINES = 3
+REFETCH_SHARE = 0.2
+REFETCH_FILL = 4
 
 
 def pair_bit(url: int, key: int) -> int:
@@ -49,12 +60,22 @@ def lesson(host: str, url: int, keys: Sequence[int]) -> Lesson:
     return Lesson(host, keys, [pair_bit(url, k) for k in keys])
 
 
+def changed_lines(keys: Sequence[int], counted: Sequence[int], pairs: int) -> set[int]:
+    """The lines of a re-fetch that its URL did not have before (none if the page is not
+    a re-fetch): `counted`, whether each key was counted for the page's URL; `pairs`, the
+    bits set in the host's bitmap."""
+    seen, share = sum(counted), max(REFETCH_SHARE, REFETCH_FILL * pairs / PAIR_BITS)
+    if seen < REFETCH_LINES or seen < share * len(keys) or seen == len(keys):
+        return set()
+    return {k for k, c in zip(keys, counted, strict=True) if not c}
+
+
 class Templates(Protocol):
     threshold: int
 
     def template(self, pages: Sequence[Lesson]) -> list[set[int]]:
         """For each page: the keys that are template of its host, counted on `threshold`
-        URLs other than the page's."""
+        URLs other than the page's, and a re-fetch's changed lines (changed_lines)."""
 
     def learn(self, pages: Sequence[Lesson]) -> None:
         """Each line of each page not yet counted for its URL is counted once."""
@@ -66,6 +87,7 @@ class MemoryTemplates:
             raise ValueError("a template line is seen on at least one URL")
         self.threshold = threshold
         self._pairs: dict[str, bytearray] = {}
+        self._set: dict[str, int] = {}  # bits set in each host's bitmap
         self._counts: dict[str, dict[int, int]] = {}
 
     def template(self, pages: Sequence[Lesson]) -> list[set[int]]:
@@ -73,13 +95,14 @@ class MemoryTemplates:
         for page in pages:
             counts = self._counts.get(page.host, {})
             bitmap = self._pairs.get(page.host)
-            out.append(
-                {
-                    k
-                    for k, bit in zip(page.keys, page.bits, strict=True)
-                    if counts.get(k, 0) >= self.threshold + _get(bitmap, bit)
-                }
-            )
+            counted = [_get(bitmap, bit) for bit in page.bits]
+            known = {
+                k
+                for k, mine in zip(page.keys, counted, strict=True)
+                if counts.get(k, 0) >= self.threshold + mine
+            }
+            pairs = self._set.get(page.host, 0)
+            out.append(known | changed_lines(page.keys, counted, pairs))
         return out
 
     def learn(self, pages: Sequence[Lesson]) -> None:
@@ -89,6 +112,7 @@ class MemoryTemplates:
             for k, bit in zip(page.keys, page.bits, strict=True):
                 if not _get(bitmap, bit):
                     bitmap[bit >> 3] |= 0x80 >> (bit & 7)
+                    self._set[page.host] = self._set.get(page.host, 0) + 1
                     counts[k] = min(counts.get(k, 0) + 1, MAX_COUNT)
             if len(counts) > MAX_LINES:
                 self._counts[page.host] = {k: c for k, c in counts.items() if c >= self.threshold}

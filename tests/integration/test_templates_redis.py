@@ -60,7 +60,8 @@ def test_the_model_lives_as_long_as_the_retention(redis_index: Callable[..., Red
     pairs, counts = index.layout.template("docs.example")
     for key in (pairs, counts):
         assert 0 < index.client.ttl(key) <= index.keep
-    assert index.client.hlen(counts) == 2
+    assert index.client.hlen(counts) == 3  # the two lines, and the bits set in the bitmap
+    assert int(index.client.hget(counts, "pairs")) == 2
 
 
 def page(title: str, body: str, advert: str = "") -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ...templates import MAX_LINES, Lesson
+from ...templates import MAX_LINES, Lesson, changed_lines
 from . import lua
 from .store import Store
 
@@ -37,21 +37,20 @@ class RedisTemplates:
                 batch.add(
                     pairs, "BITFIELD_RO", pairs, *[a for b in page.bits for a in ("GET", "u1", b)]
                 )
-                batch.add(counts, "HMGET", counts, *map(_field, page.keys))
+                batch.add(counts, "HMGET", counts, PAIRS, *map(_field, page.keys))
         replies = iter(self.store.call(batch.execute) if batch.commands else [])
         out: list[set[int]] = []
         for page in pages:
             if not page.keys:
                 out.append(set())
                 continue
-            counted, counts = next(replies), next(replies)
-            out.append(
-                {
-                    k
-                    for k, mine, c in zip(page.keys, counted, counts, strict=True)
-                    if c is not None and int(c) >= self.threshold + int(mine)
-                }
-            )
+            counted, (pairs, *counts) = [int(b) for b in next(replies)], next(replies)
+            known = {
+                k
+                for k, mine, c in zip(page.keys, counted, counts, strict=True)
+                if c is not None and int(c) >= self.threshold + mine
+            }
+            out.append(known | changed_lines(page.keys, counted, int(pairs or 0)))
         return out
 
     def learn(self, pages: Sequence[Lesson]) -> None:
@@ -65,6 +64,11 @@ class RedisTemplates:
             batch.add(args.key, *args.command())
         if batch.commands:
             self.store.call(batch.execute)
+
+
+# The counts hash's field for the bits set in the bitmap: line keys are 8 bytes, so no line
+# is named so (learn_template.lua keeps it).
+PAIRS = b"pairs"
 
 
 def _field(key: int) -> bytes:
