@@ -25,7 +25,7 @@ A page that cannot be parsed within the bounds below falls back to the stripped 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Sequence, Set
 from dataclasses import dataclass, field
 from functools import cache
 from itertools import accumulate
@@ -38,7 +38,7 @@ import xxhash
 from .normalize import drop_comments_scripts_styles, fold, looks_like_html, strip_markup
 from .records import Document
 from .tables import CODE_POINTS, cached
-from .templates import PAIR_LOG2, Lesson, Templates, lesson
+from .templates import PAIR_LOG2, Lesson, Template, Templates, lesson
 
 Mode = Literal["auto", "main", "text"]
 MODES: tuple[Mode, ...] = ("auto", "main", "text")
@@ -349,7 +349,7 @@ def _word_chars() -> np.ndarray:
     return table
 
 
-def weights(page: Page, template: set[int]) -> list[int]:
+def weights(page: Page, template: Set[int]) -> list[int]:
     """Each line's weight: its words that are neither link text nor template."""
     out = []
     for words, link_words, key, stamped in zip(
@@ -360,7 +360,7 @@ def weights(page: Page, template: set[int]) -> list[int]:
     return out
 
 
-def locate(page: Page, template: set[int], share: float = DEFAULT_SHARE) -> tuple[int, int]:
+def locate(page: Page, template: Set[int], share: float = DEFAULT_SHARE) -> tuple[int, int]:
     """The smallest container holding `share` of the page's weight; (0, 0) if nothing
     weighs anything even without the template model."""
     w = weights(page, template)
@@ -377,13 +377,14 @@ def locate(page: Page, template: set[int], share: float = DEFAULT_SHARE) -> tupl
     return best
 
 
-def main_content(page: Page, template: set[int], share: float = DEFAULT_SHARE) -> Extracted:
+def main_content(page: Page, template: Set[int], share: float = DEFAULT_SHARE) -> Extracted:
     start, end = locate(page, template, share)
     lines = page.texts
     if end == 0 or (start, end) == (0, len(lines)):
-        # Nothing to cut to: the page less the lines the model calls template (a
-        # re-fetch's advert and stamp among them), or all of it if that is nothing.
-        kept = [text for text, key in zip(lines, page.keys, strict=True) if key not in template]
+        # Nothing to cut to: the page as its first fetch had it, less what a re-fetch
+        # changed around it (an advert, a box, a stamp), or all of it if that is nothing.
+        changed = template.changed if isinstance(template, Template) else frozenset()
+        kept = [text for text, key in zip(lines, page.keys, strict=True) if key not in changed]
         kept, extraction = kept or lines, BODY
     else:
         kept, extraction = lines[start:end], MAIN

@@ -25,7 +25,7 @@ where every consumer of the index shares it. A host costs PAIR_BITS / 8 bytes of
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -70,10 +70,23 @@ def changed_lines(keys: Sequence[int], counted: Sequence[int], pairs: int) -> se
     return {k for k, c in zip(keys, counted, strict=True) if not c}
 
 
+class Template(frozenset[int]):
+    """The keys that are template for a page: its host's template lines and, in `changed`
+    too, a re-fetch's changed lines (the extractor leaves those out of a page it keeps
+    whole; a host's template it keeps there, as the page's first fetch had it)."""
+
+    changed: frozenset[int]
+
+    def __new__(cls, known: Iterable[int] = (), changed: Iterable[int] = ()) -> Template:
+        self = super().__new__(cls, (*known, *changed))
+        self.changed = frozenset(changed)
+        return self
+
+
 class Templates(Protocol):
     threshold: int
 
-    def template(self, pages: Sequence[Lesson]) -> list[set[int]]:
+    def template(self, pages: Sequence[Lesson]) -> list[Template]:
         """For each page: the keys that are template of its host, counted on `threshold`
         URLs other than the page's, and a re-fetch's changed lines (changed_lines)."""
 
@@ -90,7 +103,7 @@ class MemoryTemplates:
         self._set: dict[str, int] = {}  # bits set in each host's bitmap
         self._counts: dict[str, dict[int, int]] = {}
 
-    def template(self, pages: Sequence[Lesson]) -> list[set[int]]:
+    def template(self, pages: Sequence[Lesson]) -> list[Template]:
         out = []
         for page in pages:
             counts = self._counts.get(page.host, {})
@@ -102,7 +115,7 @@ class MemoryTemplates:
                 if counts.get(k, 0) >= self.threshold + mine
             }
             pairs = self._set.get(page.host, 0)
-            out.append(known | changed_lines(page.keys, counted, pairs))
+            out.append(Template(known, changed_lines(page.keys, counted, pairs)))
         return out
 
     def learn(self, pages: Sequence[Lesson]) -> None:

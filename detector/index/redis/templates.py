@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ...templates import MAX_LINES, Lesson, changed_lines
+from ...templates import MAX_LINES, Lesson, Template, changed_lines
 from . import lua
 from .store import Store
 
@@ -29,7 +29,7 @@ class RedisTemplates:
         self.ttl = ttl
         self.threshold = threshold
 
-    def template(self, pages: Sequence[Lesson]) -> list[set[int]]:
+    def template(self, pages: Sequence[Lesson]) -> list[Template]:
         batch = self.store.batch()
         for page in pages:
             pairs, counts = self.layout.template(page.host)
@@ -39,10 +39,10 @@ class RedisTemplates:
                 )
                 batch.add(counts, "HMGET", counts, PAIRS, *map(_field, page.keys))
         replies = iter(self.store.call(batch.execute) if batch.commands else [])
-        out: list[set[int]] = []
+        out: list[Template] = []
         for page in pages:
             if not page.keys:
-                out.append(set())
+                out.append(Template())
                 continue
             counted, (pairs, *counts) = [int(b) for b in next(replies)], next(replies)
             known = {
@@ -50,7 +50,7 @@ class RedisTemplates:
                 for k, mine, c in zip(page.keys, counted, counts, strict=True)
                 if c is not None and int(c) >= self.threshold + mine
             }
-            out.append(known | changed_lines(page.keys, counted, int(pairs or 0)))
+            out.append(Template(known, changed_lines(page.keys, counted, int(pairs or 0))))
         return out
 
     def learn(self, pages: Sequence[Lesson]) -> None:
