@@ -412,7 +412,7 @@ def _extract(args: argparse.Namespace) -> int:
                     continue
                 shown: dict[str, object] = {"id": doc.id, "url": doc.url}
                 shown |= {"extraction": got.extraction, "text": got.text}
-                shown |= {"removed": got.removed, "template": got.template}
+                shown |= {"why": got.why, "removed": got.removed, "template": got.template}
                 print(json.dumps(shown, ensure_ascii=False))
     finally:
         source.close()

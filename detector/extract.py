@@ -44,7 +44,8 @@ Mode = Literal["auto", "main", "text"]
 MODES: tuple[Mode, ...] = ("auto", "main", "text")
 
 # The `extraction` a decision names: the located content, the whole body (nothing
-# weighed anything), or the stripped page after a failure or over a bound.
+# weighed anything), or the stripped page after a failure or over a bound; the first two
+# with the share of the page's words kept (main:0.42), the last with its reason.
 MAIN, BODY, STRIPPED = "main", "body", "stripped"
 
 DEFAULT_SHARE = 0.9
@@ -96,6 +97,7 @@ class Extracted:
     extraction: str  # MAIN, BODY or STRIPPED (+ ":" reason)
     removed: list[str] = field(default_factory=list)  # lines outside the content
     template: list[str] = field(default_factory=list)  # lines the model calls template
+    why: str = field(default="", compare=False)  # how the cut was chosen (neardup extract)
 
 
 def is_html(text: str, meta: dict[str, Any] | None) -> bool:
@@ -363,41 +365,79 @@ def weights(page: Page, template: Set[int]) -> list[int]:
 def locate(page: Page, template: Set[int], share: float = DEFAULT_SHARE) -> tuple[int, int]:
     """The smallest container holding `share` of the page's weight; (0, 0) if nothing
     weighs anything even without the template model."""
+    start, end, _, _ = _locate(page, template, share)
+    return start, end
+
+
+def _locate(page: Page, template: Set[int], share: float) -> tuple[int, int, float, bool]:
+    """locate's cut, the share of the weight it holds, and whether the template model was
+    set aside (nothing weighed with it)."""
     w = weights(page, template)
-    if not any(w):
+    aside = not any(w)
+    if aside:
         w = weights(page, set())
     total = sum(w)
     if not total:
-        return 0, 0
+        return 0, 0, 0.0, aside
     prefix = [0, *accumulate(w)]
     best = (0, len(page.texts))
     for start, end in page.containers:
         if prefix[end] - prefix[start] >= share * total and end - start < best[1] - best[0]:
             best = (start, end)
-    return best
+    return *best, (prefix[best[1]] - prefix[best[0]]) / total, aside
 
 
 def main_content(page: Page, template: Set[int], share: float = DEFAULT_SHARE) -> Extracted:
-    start, end = locate(page, template, share)
+    """The page's content, and in `extraction` the path that cut it and the share of the
+    page's words kept (MAIN:0.42)."""
+    start, end, held, aside = _locate(page, template, share)
     lines = page.texts
+    words = page.words
     if end == 0 or (start, end) == (0, len(lines)):
         # Nothing to cut to: the page as its first fetch had it, less what a re-fetch
         # changed around it (an advert, a box, a stamp), or all of it if that is nothing.
         changed = template.changed if isinstance(template, Template) else frozenset()
-        kept = [text for text, key in zip(lines, page.keys, strict=True) if key not in changed]
-        kept, extraction = kept or lines, BODY
+        keep = [key not in changed for key in page.keys]
+        if not any(keep):
+            keep = [True] * len(lines)
+        kept = [text for text, k in zip(lines, keep, strict=True) if k]
+        kept_words = sum(n for n, k in zip(words, keep, strict=True) if k)
+        extraction = BODY
+        why = (
+            "nothing on the page weighs anything (links, stamps, no words)"
+            if end == 0
+            else f"no element smaller than the page holds {share:.0%} of its weight"
+        )
+        dropped = keep.count(False)
+        why += "; kept whole" + (f", less {dropped} lines a re-fetch changed" if dropped else "")
     else:
-        kept, extraction = lines[start:end], MAIN
+        kept, kept_words, extraction = lines[start:end], sum(words[start:end]), MAIN
+        why = (
+            f"lines {start + 1}-{end} of {len(lines)}: the smallest element holding "
+            f"{share:.0%} of the page's weight ({held:.0%})"
+        )
+    if aside:
+        why += "; every line the model knows as template, so weighed without it"
+    total = sum(words)
     return Extracted(
         "\n".join(kept),
-        extraction,
+        f"{extraction}:{kept_words / total:.2f}" if total else extraction,
         removed=lines[:start] + lines[end:] if end else [],
         template=[text for text, key in zip(lines, page.keys, strict=True) if key in template],
+        why=why,
     )
 
 
+def path(extraction: str) -> str:
+    """The path an `extraction` names (MAIN, BODY or STRIPPED), without its share or
+    reason."""
+    return extraction.split(":", 1)[0]
+
+
 def stripped(text: str, reason: str | None = None) -> Extracted:
-    return Extracted(strip_markup(text), STRIPPED if reason is None else f"{STRIPPED}:{reason}")
+    why = "tags stripped" + (f": the page could not be cut ({reason})" if reason else "")
+    extraction = STRIPPED if reason is None else f"{STRIPPED}:{reason}"
+    return Extracted(strip_markup(text), extraction, why=why)
 
 
 class Extractor:

@@ -1217,9 +1217,10 @@ COMMANDS: tuple[Command, ...] = (
         "extract",
         "show what each HTML page of a JSONL file is decided on",
         "Read records as `neardup detect` does (learning each site's template from the "
-        "pages in order) and write one JSON line per HTML page: the extraction, the text "
-        "kept, the lines removed around the content, and the lines the template model "
-        "called template.",
+        "pages in order) and write one JSON line per HTML page: the extraction (its path "
+        "and the share of the page's words kept), the text kept, why the cut went there, "
+        "the lines removed around the content, and the lines the template model called "
+        "template.",
     ),
     Command("fit-idf", "build a frozen, versioned IDF table from a corpus"),
     Command(

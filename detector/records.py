@@ -203,7 +203,7 @@ class Decision:
     url: str | None = None  # passed through from the record
     version: float | None = None  # the record's version (or fetched_at), when it had one
     origin: dict[str, Any] | None = None  # Kafka topic, partition and offset of the record
-    extraction: str | None = None  # an HTML page's: main, body or stripped[:reason]
+    extraction: str | None = None  # an HTML page's: main:SHARE, body:SHARE, stripped[:reason]
     # A record with an embedding: its space (v + dimension) and the Hamming radius of its
     # candidates; its similarity is then the cosine.
     space: str | None = None

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from detector import extract
 from detector.decide import Detector
-from detector.extract import BODY, MAIN, Extractor, is_html, parse
+from detector.extract import BODY, MAIN, Extractor, is_html, parse, path
 from detector.index.memory import MemoryIndex
 from detector.records import Decision, Document
 from detector.settings import EngineSettings
@@ -75,7 +75,7 @@ def test_text_mode_strips_tags_only_and_main_mode_takes_every_record() -> None:
     html = page("Title", prose(1))
     assert Extractor("text", MemoryTemplates(3)).batch([doc(0, html)]) == [None]
     got = Extractor("main", MemoryTemplates(3)).batch([Document("a", "just <b>words</b>")])[0]
-    assert got is not None and got.text == "just words" and got.extraction == BODY
+    assert got is not None and got.text == "just words" and path(got.extraction) == BODY
 
 
 def test_a_new_site_is_kept_whole_until_its_template_is_learned_then_only_the_content() -> None:
@@ -84,7 +84,7 @@ def test_a_new_site_is_kept_whole_until_its_template_is_learned_then_only_the_co
     assert first is not None and "Chapter 3 of the guide" in first.text  # nothing learned yet
     ex.batch([doc(i, page(f"Page {i}", prose(i))) for i in range(1, 5)])
     got = ex.batch([doc(9, page("Install", prose(9)))])[0]
-    assert got is not None and got.extraction == MAIN
+    assert got is not None and path(got.extraction) == MAIN
     assert got.text.splitlines()[0] == "Install"
     assert "Chapter" not in got.text and "Copyright" not in got.text
     assert "Example Docs: the manual of everything" in got.template
@@ -113,7 +113,7 @@ def test_a_refetch_with_a_new_advert_stamp_and_related_box_keeps_the_same_text()
     again = ex.batch([doc(i, refetched(i, 25)) for i in range(4, 8)])
     for before, after in zip(first[4:], again, strict=True):
         assert before is not None and after is not None
-        assert after.extraction == MAIN and after.text == before.text
+        assert path(after.extraction) == MAIN and after.text == before.text
 
 
 def test_a_short_refetch_is_cut_as_its_first_fetch_before_the_site_learns_its_advert() -> None:
@@ -124,7 +124,7 @@ def test_a_short_refetch_is_cut_as_its_first_fetch_before_the_site_learns_its_ad
     again = ex.batch([doc(i, refetched(i, 25)) for i in (5, 6)])  # the site's first
     for before, after in zip(first[5:7], again, strict=True):
         assert before is not None and after is not None
-        assert before.extraction == MAIN
+        assert path(before.extraction) == MAIN
         assert after.text == before.text
         assert "Join our community forum to share." in after.template
 
@@ -141,10 +141,21 @@ def test_a_refetch_kept_whole_leaves_out_what_changed_around_it() -> None:
     refetch = refetched(20, 0).replace(prose(20, 0), links).replace("Page 20", title)
     again = ex.batch([doc(20, refetch)])[0]
     assert first is not None and again is not None
-    assert first.extraction == again.extraction == BODY
+    assert path(first.extraction) == path(again.extraction) == BODY
     assert again.text == first.text
     assert "Ref 3" in first.text and "Copyright" in first.text
     assert "Join our community forum to share." in again.template
+
+
+def test_the_extraction_says_the_path_and_the_share_of_words_kept_and_why() -> None:
+    ex = extractor()
+    for i in range(5):
+        ex.batch([doc(i, page(f"Page {i}", prose(i)))])
+    got = ex.batch([doc(9, page("Install", prose(9)))])[0]
+    assert got is not None
+    kept, every = len(got.text.split()), sum(len(t.split()) for t in [got.text, *got.removed])
+    assert got.extraction == f"{MAIN}:{kept / every:.2f}"
+    assert got.why.startswith("lines ") and "smallest element holding 90%" in got.why
 
 
 def test_a_line_recurring_inside_the_content_stays_in_it() -> None:
@@ -218,7 +229,7 @@ def test_an_empty_or_all_link_page_is_kept_whole() -> None:
     got = extractor().batch(
         [doc(0, "<html><body></body></html>"), doc(1, f"<html><body><ul>{NAV}</ul>")]
     )
-    assert got[0] is not None and got[0].text == "" and got[0].extraction == BODY
+    assert got[0] is not None and got[0].text == "" and path(got[0].extraction) == BODY
     assert got[1] is not None and "Chapter 0 of the guide" in got[1].text
 
 
@@ -238,9 +249,11 @@ soup = st.lists(
 def test_tag_soup_never_raises_and_every_page_gets_a_text(pages: list[str]) -> None:
     got = extractor(threshold=1).batch([doc(i, h) for i, h in enumerate(pages)])
     assert all(g is not None and isinstance(g.text, str) for g in got)
-    assert all(
-        g.extraction in (MAIN, BODY) or g.extraction.startswith("stripped") for g in got if g
-    )
+    assert all(path(g.extraction) in (MAIN, BODY, "stripped") for g in got if g)
+    for g in got:
+        assert g is not None and g.why
+        if path(g.extraction) != "stripped" and ":" in g.extraction:
+            assert 0 <= float(g.extraction.split(":")[1]) <= 1  # the share of words kept
 
 
 def test_the_detector_decides_pages_on_their_content_and_says_how() -> None:
@@ -251,9 +264,9 @@ def test_the_detector_decides_pages_on_their_content_and_says_how() -> None:
         Document(f"again{i}", refetched(i, 25), f"https://site.example/p{i}.html") for i in range(8)
     ]
     decisions = decide_in_batches(detector, docs, 4)
-    assert all(d.extraction in (MAIN, BODY) for d in decisions)
+    assert all(d.extraction and path(d.extraction) in (MAIN, BODY) for d in decisions)
     assert decisions[-1].duplicate_of == "d7" and decisions[-1].exact
-    assert decisions[-1].to_dict()["extraction"] == MAIN
+    assert path(decisions[-1].to_dict()["extraction"]) == MAIN
     plain = decide_in_batches(detector, [Document("plain", "some plain words here")], 1)[0]
     assert plain.extraction is None and "extraction" not in plain.to_dict()
 

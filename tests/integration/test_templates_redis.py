@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from detector.blocks import BlockScheme
+from detector.extract import path
 from detector.index.redis import RedisIndex
 from detector.templates import MemoryTemplates, lesson
 
@@ -118,9 +119,9 @@ def test_html_pages_through_two_serve_consumers(
                 lambda d, n=sent: len({x["id"] for x in d.records}) >= n, 120, idle=1.0
             ), logs(servers)
     by_id = {d["id"]: d for d in decisions.records}
-    assert all(by_id[r["id"]]["extraction"] in ("main", "body") for r in real)
+    assert all(path(by_id[r["id"]]["extraction"]) in ("main", "body") for r in real)
     later = [by_id[r["id"]] for r in [*synthetic[6:], *again[6:]]]
-    assert [c["extraction"] for c in later] == ["main"] * len(later)
+    assert [path(c["extraction"]) for c in later] == ["main"] * len(later)
     later = later[6:]
     assert [(c["duplicate_of"], c["exact"]) for c in later] == [
         (r["id"], True) for r in synthetic[6:]
