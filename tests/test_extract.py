@@ -271,6 +271,58 @@ def test_the_detector_decides_pages_on_their_content_and_says_how() -> None:
     assert plain.extraction is None and "extraction" not in plain.to_dict()
 
 
+def other_site(title: str, body: str) -> str:
+    """Another site's template: its own header, a sidebar of its own and a footer."""
+    side = "".join(f'<li><a href="/t{i}">Topic number {i} here</a></li>' for i in range(9))
+    return (
+        f"<!DOCTYPE html><html><head><title>{title}</title></head><body>"
+        "<header><p>Other Docs portal for developers</p></header>"
+        f"<main><article><h1>{title}</h1>{body}</article><aside><ul>{side}</ul></aside></main>"
+        "<footer><p>Powered by Another Engine. Terms of use and privacy.</p></footer>"
+        "</body></html>"
+    )
+
+
+def test_a_copy_in_a_foreign_template_is_cut_to_its_content() -> None:
+    """A long page syndicated in another site's template, with a new title and an advert
+    inside the content: the copy's cut is the source's content, its heading and advert."""
+    ex = extractor()
+    for i in range(6):
+        ex.batch([doc(i, page(f"Page {i}", prose(i, 200)))])
+        ex.batch(
+            [
+                Document(
+                    f"o{i}", other_site(f"Other {i}", prose(100 + i, 150)), f"https://o.example/{i}"
+                )
+            ]
+        )
+    source = ex.batch([doc(2, page("Page 2", prose(2, 200)))])[0]
+    advert = "<p>This content is brought to you by our partners, with thanks.</p>"
+    copy = other_site("Reposted: Page 2", prose(2, 200) + advert)
+    got = ex.batch([Document("copy", copy, "https://o.example/c")])[0]
+    assert source is not None and got is not None and path(got.extraction) == MAIN
+    body = source.text.splitlines()[1:]  # the source's content under its heading
+    assert got.text.splitlines() == [
+        "Reposted: Page 2",
+        *body,
+        "This content is brought to you by our partners, with thanks.",
+    ]
+    assert "Topic number 3 here" in got.removed
+
+
+def test_generated_siblings_of_one_site_are_duplicates() -> None:
+    """A sibling URL generated with the same content under its own title (a version path)
+    is a duplicate of the first, and pages of the same template with other content are
+    not."""
+    settings = EngineSettings()
+    detector = settings.detector(MemoryIndex(settings.block_scheme()))
+    docs = [doc(i, page(f"Page {i}", prose(i, 200))) for i in range(6)]
+    docs.append(doc(50, page("Page 3 (latest)", prose(3, 200)), "https://site.example/l/p3.html"))
+    got = {d.id: d for d in decide_in_batches(detector, docs, 4)}
+    assert got["d50"].decision == "duplicate" and got["d50"].duplicate_of == "d3"
+    assert all(got[f"d{i}"].decision == "unique" for i in range(6))
+
+
 def test_the_bundled_real_pages_beat_stripped_tags() -> None:
     """121 real pages of two sites with re-fetches and syndicated copies (tests/data)."""
     records = read_jsonl(HTML_SAMPLE)
