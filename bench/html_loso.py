@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from _common import parse_summary, run
-from html_pages import DEFAULT, SAMPLE, read_jsonl
+from html_pages import corpus_and_truth, read_jsonl
 
 Setting = tuple[float, int]
 Counts = tuple[int, int, int]  # true positives, false positives, false negatives
@@ -73,12 +73,7 @@ def main() -> int:
     ap.add_argument("--template-urls", type=int, nargs="+", default=[2, 3, 4, 5])
     ap.add_argument("--default", default="0.9,3", help="the defaults' setting: SHARE,URLS")
     args = ap.parse_args()
-    corpus, truth_path = (
-        (args.corpus, args.truth)
-        if args.corpus
-        else next((c, t) for c, t in (DEFAULT, SAMPLE) if c.is_file())
-    )
-    truth = read_jsonl(truth_path)
+    corpus, truth = corpus_and_truth(args)
     sites = sorted({t["site"] for t in truth})
     by_site = {s: [t for t in truth if t["site"] == s] for s in sites}
     share, urls = args.default.split(",")

@@ -33,6 +33,16 @@ DEFAULT = (SHARED_DATA / "html-dev-stream.jsonl.gz", SHARED_DATA / "html-dev-tru
 SAMPLE = (ROOT / "tests/data/html-sample.jsonl.gz", ROOT / "tests/data/html-sample-truth.jsonl.gz")
 
 
+def corpus_and_truth(args: argparse.Namespace) -> tuple[Path, list[dict[str, Any]]]:
+    """--corpus and --truth, or the dev stream when it is there, else the bundled sample."""
+    corpus, truth = (
+        (args.corpus, args.truth)
+        if args.corpus
+        else next((c, t) for c, t in (DEFAULT, SAMPLE) if c.is_file())
+    )
+    return corpus, read_jsonl(truth)
+
+
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
     opener: Any = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rt", encoding="utf-8") as f:
@@ -107,12 +117,7 @@ def main() -> int:
     ap.add_argument("--truth", type=Path)
     ap.add_argument("--no-peer", action="store_true", help="skip the peer (it needs PyPI)")
     args = ap.parse_args()
-    corpus, truth_path = (
-        (args.corpus, args.truth)
-        if args.corpus
-        else next((c, t) for c, t in (DEFAULT, SAMPLE) if c.is_file())
-    )
-    truth = read_jsonl(truth_path)
+    corpus, truth = corpus_and_truth(args)
     print(f"pages: {corpus} ({len(truth)} records)", flush=True)
     report: dict[str, Any] = {"corpus": str(corpus)}
     with tempfile.TemporaryDirectory() as tmp:
