@@ -176,6 +176,9 @@ def _walk(body: Any, etree: Any) -> Page | str:
     starts: list[int] = []
     links: list[bool] = []  # per open element: is it a counted link
     in_link = skipped = elements = 0
+    # What a same-page anchor can point to. One to nothing on the page is another page's
+    # navigation: the table of contents of the page whose template a copy was put in.
+    targets = {*body.xpath(".//@id"), *body.xpath(".//a/@name")}
 
     def flush() -> None:
         nonlocal link_words
@@ -213,7 +216,9 @@ def _walk(body: Any, etree: Any) -> Page | str:
             if tag in _BLOCK:
                 flush()
             href = el.get("href") if tag == "a" else None
-            counted = href is not None and not (href.startswith("#") and len(href) > 1)
+            counted = href is not None and not (
+                href.startswith("#") and len(href) > 1 and href[1:] in targets
+            )
             in_link += counted
             links.append(counted)
             starts.append(len(lines))

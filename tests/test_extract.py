@@ -158,6 +158,18 @@ def test_the_extraction_says_the_path_and_the_share_of_words_kept_and_why() -> N
     assert got.why.startswith("lines ") and "smallest element holding 90%" in got.why
 
 
+def test_a_same_page_anchor_to_nothing_on_the_page_is_navigation() -> None:
+    """A table of contents whose anchors point to sections the page does not have (the
+    sidebar of the page whose template a copy was put in) is link text; one whose
+    sections are there (a member list, the page's own contents) is the page's words."""
+    toc = '<ul><li><a href="#{0}">Section {0} of it</a></li></ul>'
+    body = '<div><h2 id="here">Here</h2><p>words and more words</p></div>'
+    page = parse(f"<html><body>{toc.format('here')}{toc.format('gone')}{body}</body></html>")
+    assert isinstance(page, extract.Page)
+    got = dict(zip(page.texts, page.link_words, strict=True))
+    assert got["Section here of it"] == 0 and got["Section gone of it"] == 4
+
+
 def test_a_line_recurring_inside_the_content_stays_in_it() -> None:
     """Locating, not filtering: a quoted licence that is on every page stays in each."""
     ex = extractor(threshold=2)

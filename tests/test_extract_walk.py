@@ -80,7 +80,21 @@ opening = st.builds(
     lambda tag, attrs: f"<{tag}{attrs}>",
     st.sampled_from(TAGS),
     st.sampled_from(
-        ["", " href", " href=''", " href='#'", " href='#top'", " href=/x", " HREF=y", " class=z"]
+        [
+            "",
+            " href",
+            " href=''",
+            " href='#'",
+            " href='#top'",
+            " href=/x",
+            " HREF=y",
+            " class=z",
+            " id=top",
+            " name=top",
+            " id='caf\u00e9' name=x",
+            " href='#caf\u00e9'",
+            " href='#x'",
+        ]
     ),
 )
 piece = st.one_of(

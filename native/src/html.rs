@@ -187,6 +187,7 @@ impl Walker {
 
     pub fn walk(&self, xml: &[u8]) -> Walked {
         let Ok(xml) = std::str::from_utf8(xml) else { return Walked::Unsupported };
+        let Some(targets) = targets(xml) else { return Walked::Unsupported };
         let mut s = State {
             walker: self,
             lines: Vec::new(),
@@ -243,7 +244,9 @@ impl Walker {
                 Some(tag) => (tag.strip_suffix(' ').unwrap_or(tag), true),
                 None => (tag, false),
             };
-            let Some((name, href)) = start_tag(tag) else { return Walked::Unsupported };
+            let Some(Tag { name, href, .. }) = start_tag(tag) else {
+                return Walked::Unsupported;
+            };
             elements += 1;
             if elements > self.max_elements {
                 return Walked::TooManyElements;
@@ -256,7 +259,10 @@ impl Walker {
                 }
                 continue;
             }
-            let counted = name == "a" && href.is_some_and(|h| !(h.starts_with('#') && h.len() > 1));
+            let counted = name == "a"
+                && href.is_some_and(|h| {
+                    !(h.len() > 1 && h.starts_with('#') && targets.contains(&h[1..]))
+                });
             s.start(kind, counted);
             if empty {
                 s.end(kind);
@@ -377,9 +383,16 @@ fn is_name(name: &str) -> bool {
     !name.is_empty() && name.bytes().all(named)
 }
 
-/// A start tag's name and its href's raw (escaped) value, as libxml2 writes them:
-/// `name` then ` attr="value"` pairs.
-fn start_tag(tag: &str) -> Option<(&str, Option<&str>)> {
+/// A start tag's name and the raw (escaped) values of the attributes the walk reads, as
+/// libxml2 writes them: `name` then ` attr="value"` pairs.
+struct Tag<'a> {
+    name: &'a str,
+    href: Option<&'a str>,
+    target: Option<&'a str>, // its id, and an `a` element's name too: what #x points to
+    anchor: Option<&'a str>,
+}
+
+fn start_tag(tag: &str) -> Option<Tag<'_>> {
     let bytes = tag.as_bytes();
     let upto = |from: usize, stop: u8| bytes[from..].iter().position(|&b| b == stop);
     let name_end = upto(0, b' ').unwrap_or(bytes.len());
@@ -387,7 +400,8 @@ fn start_tag(tag: &str) -> Option<(&str, Option<&str>)> {
     if !is_name(name) {
         return None;
     }
-    let (mut at, mut href) = (name_end, None);
+    let mut parsed = Tag { name, href: None, target: None, anchor: None };
+    let mut at = name_end;
     while at < bytes.len() {
         // ` name="value"`: a space, a name, `="`, the value up to the next `"`
         let eq = at + 1 + upto(at + 1, b'=')?;
@@ -395,12 +409,37 @@ fn start_tag(tag: &str) -> Option<(&str, Option<&str>)> {
             return None;
         }
         let end = eq + 2 + upto(eq + 2, b'"')?;
-        if &tag[at + 1..eq] == "href" && href.is_none() {
-            href = Some(&tag[eq + 2..end]);
+        let value = Some(&tag[eq + 2..end]);
+        match &tag[at + 1..eq] {
+            "href" if parsed.href.is_none() => parsed.href = value,
+            "id" if parsed.target.is_none() => parsed.target = value,
+            "name" if name == "a" && parsed.anchor.is_none() => parsed.anchor = value,
+            _ => {}
         }
         at = end + 1;
     }
-    Some((name, href))
+    Some(parsed)
+}
+
+/// Every id on the page and every `a` element's name: what a same-page anchor can point
+/// to (extract._walk's `targets`). None where a tag is not as libxml2 writes one.
+fn targets(xml: &str) -> Option<std::collections::HashSet<&str>> {
+    let bytes = xml.as_bytes();
+    let mut out = std::collections::HashSet::new();
+    let mut at = 0;
+    while let Some(open) = bytes[at..].iter().position(|&b| b == b'<').map(|i| at + i) {
+        let close = open + bytes[open..].iter().position(|&b| b == b'>')?;
+        let tag = &xml[open + 1..close];
+        at = close + 1;
+        if tag.starts_with('/') {
+            continue;
+        }
+        let tag = tag.strip_suffix('/').map_or(tag, |t| t.strip_suffix(' ').unwrap_or(t));
+        let parsed = start_tag(tag)?;
+        out.extend(parsed.target);
+        out.extend(parsed.anchor);
+    }
+    Some(out)
 }
 
 /// Text as libxml2 escapes it: &amp; &lt; &gt; &quot; &apos; and numeric references.
