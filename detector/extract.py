@@ -12,11 +12,12 @@ the content of every fetch of the page: what is kept never depends on what the m
 learned, only where the container is.
 
 Template lines are learned online per host (detector.templates): a line (digits masked,
-case folded) seen on `template_urls` distinct URLs of the host is template. Link text
-(`<a href>` other than a same-page anchor) and short date-stamped lines ("Page generated
-2025-11-29 17:18:08 UTC", which change on every fetch) weigh nothing either. Until the
-model knows a host, its pages weigh their non-link words; if nothing weighs anything, the
-whole body is kept.
+case folded) seen on `template_urls` distinct URLs of the host is template, and so are
+the lines a re-fetch has that its URL did not have before. Link text (`<a href>` other
+than a same-page anchor to a section the page has) and short date-stamped lines ("Page
+generated 2025-11-29 17:18:08 UTC", which change on every fetch) weigh nothing either.
+Until the model knows a host, its pages weigh their non-link words; if nothing weighs
+anything, the whole body is kept (less a re-fetch's changes).
 
 A page that cannot be parsed within the bounds below falls back to the stripped text
 (`normalize.strip_markup`), and the decision says so.
