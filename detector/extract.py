@@ -396,13 +396,13 @@ def _locate(page: Page, template: Set[int], share: float) -> tuple[int, int, flo
 def main_content(page: Page, template: Set[int], share: float = DEFAULT_SHARE) -> Extracted:
     """The page's content, and in `extraction` the path that cut it and the share of the
     page's words kept (MAIN:0.42)."""
+    changed = template.changed if isinstance(template, Template) else frozenset()
     start, end, held, aside = _locate(page, template, share)
     lines = page.texts
     words = page.words
     if end == 0 or (start, end) == (0, len(lines)):
         # Nothing to cut to: the page as its first fetch had it, less what a re-fetch
         # changed around it (an advert, a box, a stamp), or all of it if that is nothing.
-        changed = template.changed if isinstance(template, Template) else frozenset()
         keep = [key not in changed for key in page.keys]
         if not any(keep):
             keep = [True] * len(lines)
@@ -417,11 +417,21 @@ def main_content(page: Page, template: Set[int], share: float = DEFAULT_SHARE) -
         dropped = keep.count(False)
         why += "; kept whole" + (f", less {dropped} lines a re-fetch changed" if dropped else "")
     else:
-        kept, kept_words, extraction = lines[start:end], sum(words[start:end]), MAIN
+        # A re-fetch's new box of links (related pages, see also) inside the content is
+        # left out; a changed line of words (an edit) stays.
+        keep = [
+            not (key in changed and 2 * page.link_words[i] >= words[i])
+            for i, key in enumerate(page.keys[start:end], start)
+        ]
+        kept = [text for text, k in zip(lines[start:end], keep, strict=True) if k]
+        kept_words = sum(n for n, k in zip(words[start:end], keep, strict=True) if k)
+        extraction = MAIN
         why = (
             f"lines {start + 1}-{end} of {len(lines)}: the smallest element holding "
             f"{share:.0%} of the page's weight ({held:.0%})"
         )
+        if dropped := keep.count(False):
+            why += f", less {dropped} lines of links a re-fetch added"
     if aside:
         why += "; every line the model knows as template, so weighed without it"
     total = sum(words)

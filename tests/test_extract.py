@@ -129,6 +129,27 @@ def test_a_short_refetch_is_cut_as_its_first_fetch_before_the_site_learns_its_ad
         assert "Join our community forum to share." in after.template
 
 
+def test_a_refetch_leaves_out_a_new_box_of_links_inside_its_content_but_keeps_an_edit() -> None:
+    def content(i: int) -> str:
+        return prose(i, 40) + prose(i + 50, 40) + prose(i + 90, 40)
+
+    ex = extractor()
+    first = [ex.batch([doc(i, page(f"Page {i}", content(i)))])[0] for i in range(6)]
+    box = (
+        "<h3>See also</h3><ul>"
+        + "".join(f'<li><a href="/p{j}.html">Page {j} of the guide</a></li>' for j in range(5))
+        + "</ul>"
+    )
+    again = ex.batch([doc(5, page("Page 5", content(5) + box))])[0]
+    edited = content(4).replace("<p>", "<p>Edited ", 1)
+    changed = ex.batch([doc(4, page("Page 4", edited + box))])[0]
+    assert first[5] is not None and again is not None and changed is not None
+    # the links go; the box's heading is a line of words, and stays as an edit would
+    assert again.text == first[5].text + "\nSee also"
+    assert changed.text.splitlines()[1].startswith("Edited ")
+    assert "Page 0 of the guide" not in changed.text
+
+
 def test_a_refetch_kept_whole_leaves_out_what_changed_around_it() -> None:
     """A page with nothing to cut to (its only lines are links and template) is kept
     whole, and its re-fetch less the advert, box and stamp that are new to its URL."""
