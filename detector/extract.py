@@ -283,11 +283,10 @@ def page_classes() -> np.ndarray:
 
 
 def _page_classes() -> np.ndarray:
-    table = np.zeros(CODE_POINTS, np.uint8)
+    table = word_chars().astype(np.uint8)  # bit 1
     every = "".join(map(chr, range(CODE_POINTS)))  # index = code point
-    for pattern, bit in ((_WORD, 1), (_DIGITS, 4)):
-        for m in pattern.finditer(every):
-            table[m.start() : m.end()] |= bit
+    for m in _DIGITS.finditer(every):
+        table[m.start() : m.end()] |= 4
     table[[c for c in range(CODE_POINTS) if chr(c).isspace()]] |= 2
     return table
 
@@ -406,8 +405,6 @@ def main_content(page: Page, template: Set[int], share: float = DEFAULT_SHARE) -
         keep = [key not in changed for key in page.keys]
         if not any(keep):
             keep = [True] * len(lines)
-        kept = [text for text, k in zip(lines, keep, strict=True) if k]
-        kept_words = sum(n for n, k in zip(words, keep, strict=True) if k)
         extraction = BODY
         why = (
             "nothing on the page weighs anything (links, stamps, no words)"
@@ -420,18 +417,18 @@ def main_content(page: Page, template: Set[int], share: float = DEFAULT_SHARE) -
         # A re-fetch's new box of links (related pages, see also) inside the content is
         # left out; a changed line of words (an edit) stays.
         keep = [
-            not (key in changed and 2 * page.link_words[i] >= words[i])
-            for i, key in enumerate(page.keys[start:end], start)
+            start <= i < end and not (key in changed and 2 * page.link_words[i] >= words[i])
+            for i, key in enumerate(page.keys)
         ]
-        kept = [text for text, k in zip(lines[start:end], keep, strict=True) if k]
-        kept_words = sum(n for n, k in zip(words[start:end], keep, strict=True) if k)
         extraction = MAIN
         why = (
             f"lines {start + 1}-{end} of {len(lines)}: the smallest element holding "
             f"{share:.0%} of the page's weight ({held:.0%})"
         )
-        if dropped := keep.count(False):
+        if dropped := end - start - keep.count(True):
             why += f", less {dropped} lines of links a re-fetch added"
+    kept = [text for text, k in zip(lines, keep, strict=True) if k]
+    kept_words = sum(n for n, k in zip(words, keep, strict=True) if k)
     if aside:
         why += "; every line the model knows as template, so weighed without it"
     total = sum(words)
