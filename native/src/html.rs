@@ -10,7 +10,7 @@
 
 use xxhash_rust::xxh3::xxh3_64;
 
-use crate::text::CODE_POINTS;
+use crate::text::{CaseFolds, CODE_POINTS};
 
 /// Bits of a code point's class (extract.page_classes): Python's \w, str.isspace, \d.
 const WORD: u8 = 1;
@@ -56,7 +56,7 @@ pub type Kinds = std::collections::HashMap<Vec<u8>, u8, std::hash::BuildHasherDe
 
 pub struct Walker {
     classes: Vec<u8>,
-    folds: Vec<i32>, // normalize.casefolds, (3, CODE_POINTS) flattened
+    folds: CaseFolds,
     kinds: Kinds,
     max_elements: usize,
     stamp_words: u32,
@@ -76,12 +76,12 @@ struct State<'w> {
 impl Walker {
     pub fn new(
         classes: Vec<u8>,
-        folds: Vec<i32>,
+        folds: CaseFolds,
         kinds: Kinds,
         max_elements: usize,
         stamp_words: u32,
     ) -> Option<Walker> {
-        if classes.len() != CODE_POINTS || folds.len() != 3 * CODE_POINTS {
+        if classes.len() != CODE_POINTS {
             return None;
         }
         Some(Walker { classes, folds, kinds, max_elements, stamp_words })
@@ -168,11 +168,7 @@ impl Walker {
             return xxh3_64(&bytes);
         }
         for c in text.chars() {
-            let at = c as usize;
-            let lead = char::from_u32((at as i64 + self.folds[at] as i64) as u32);
-            let rest = (1..3).map(|i| self.folds[i * CODE_POINTS + at]);
-            let more = rest.filter(|&f| f != 0).map(|f| char::from_u32(f as u32));
-            for folded in std::iter::once(lead).chain(more).flatten() {
+            for folded in self.folds.of(c as u32).filter_map(char::from_u32) {
                 let digit = self.class(folded) & DIGIT != 0;
                 if !digit {
                     out.push(folded);
@@ -198,51 +194,39 @@ impl Walker {
             links: Vec::new(),
             in_link: 0,
         };
-        let bytes = xml.as_bytes();
-        let (mut at, mut elements, mut skipped) = (0usize, 0usize, 0u32);
+        let (mut elements, mut skipped) = (0usize, 0u32);
         let mut text = String::new();
-        while at < bytes.len() {
-            if bytes[at] != b'<' {
-                let start = at;
-                let mut escaped = false;
-                while at < bytes.len() && bytes[at] != b'<' {
-                    escaped |= bytes[at] == b'&';
-                    at += 1;
-                }
-                if skipped > 0 {
+        for piece in pieces(xml) {
+            let (tag, empty) = match piece {
+                Piece::Broken => return Walked::Unsupported,
+                Piece::Text { .. } if skipped > 0 => continue,
+                Piece::Text { raw, escaped: false } => {
+                    s.add(raw);
                     continue;
                 }
-                if !escaped {
-                    s.add(&xml[start..at]);
-                } else if unescape(&xml[start..at], &mut text) {
+                Piece::Text { raw, escaped: true } => {
+                    if !unescape(raw, &mut text) {
+                        return Walked::Unsupported;
+                    }
                     s.add(&text);
-                } else {
-                    return Walked::Unsupported;
+                    continue;
                 }
-                continue;
-            }
-            let Some(close) = bytes[at..].iter().position(|&b| b == b'>').map(|i| at + i) else {
-                return Walked::Unsupported;
-            };
-            let tag = &xml[at + 1..close];
-            at = close + 1;
-            if let Some(name) = tag.strip_prefix('/') {
-                if !is_name(name) {
-                    return Walked::Unsupported;
+                Piece::End(name) => {
+                    if !is_name(name) {
+                        return Walked::Unsupported;
+                    }
+                    let kind = self.kind(name);
+                    if kind & SKIPPED != 0 {
+                        let Some(left) = skipped.checked_sub(1) else {
+                            return Walked::Unsupported;
+                        };
+                        skipped = left;
+                    } else if skipped == 0 && !s.end(kind) {
+                        return Walked::Unsupported;
+                    }
+                    continue;
                 }
-                let kind = self.kind(name);
-                if kind & SKIPPED != 0 {
-                    let Some(left) = skipped.checked_sub(1) else { return Walked::Unsupported };
-                    skipped = left;
-                } else if skipped == 0 && !s.end(kind) {
-                    return Walked::Unsupported;
-                }
-                continue;
-            }
-            // `<br/>`, or `<br />` in a page whose doctype is XHTML
-            let (tag, empty) = match tag.strip_suffix('/') {
-                Some(tag) => (tag.strip_suffix(' ').unwrap_or(tag), true),
-                None => (tag, false),
+                Piece::Start { tag, empty } => (tag, empty),
             };
             let Some(Tag { name, href, .. }) = start_tag(tag) else {
                 return Walked::Unsupported;
@@ -424,22 +408,61 @@ fn start_tag(tag: &str) -> Option<Tag<'_>> {
 /// Every id on the page and every `a` element's name: what a same-page anchor can point
 /// to (extract._walk's `targets`). None where a tag is not as libxml2 writes one.
 fn targets(xml: &str) -> Option<std::collections::HashSet<&str>> {
-    let bytes = xml.as_bytes();
     let mut out = std::collections::HashSet::new();
-    let mut at = 0;
-    while let Some(open) = bytes[at..].iter().position(|&b| b == b'<').map(|i| at + i) {
-        let close = open + bytes[open..].iter().position(|&b| b == b'>')?;
-        let tag = &xml[open + 1..close];
-        at = close + 1;
-        if tag.starts_with('/') {
-            continue;
+    for piece in pieces(xml) {
+        match piece {
+            Piece::Broken => return None,
+            Piece::Start { tag, .. } => {
+                let parsed = start_tag(tag)?;
+                out.extend(parsed.target);
+                out.extend(parsed.anchor);
+            }
+            Piece::Text { .. } | Piece::End(_) => {}
         }
-        let tag = tag.strip_suffix('/').map_or(tag, |t| t.strip_suffix(' ').unwrap_or(t));
-        let parsed = start_tag(tag)?;
-        out.extend(parsed.target);
-        out.extend(parsed.anchor);
     }
     Some(out)
+}
+
+/// The serialization's pieces, in order: the text between two tags, an end tag's name,
+/// a start tag (its name and attributes) and whether it closes itself (`<br/>`, or
+/// `<br />` in a page whose doctype is XHTML); Broken for a `<` that no `>` closes.
+enum Piece<'a> {
+    Text { raw: &'a str, escaped: bool },
+    End(&'a str),
+    Start { tag: &'a str, empty: bool },
+    Broken,
+}
+
+fn pieces(xml: &str) -> impl Iterator<Item = Piece<'_>> {
+    let bytes = xml.as_bytes();
+    let mut at = 0;
+    std::iter::from_fn(move || {
+        let start = at;
+        match *bytes.get(start)? {
+            b'<' => {}
+            _ => {
+                let mut escaped = false;
+                while at < bytes.len() && bytes[at] != b'<' {
+                    escaped |= bytes[at] == b'&';
+                    at += 1;
+                }
+                return Some(Piece::Text { raw: &xml[start..at], escaped });
+            }
+        }
+        let Some(close) = bytes[start..].iter().position(|&b| b == b'>') else {
+            at = bytes.len();
+            return Some(Piece::Broken);
+        };
+        let tag = &xml[start + 1..start + close];
+        at = start + close + 1;
+        Some(match (tag.strip_prefix('/'), tag.strip_suffix('/')) {
+            (Some(name), _) => Piece::End(name),
+            (None, Some(tag)) => {
+                Piece::Start { tag: tag.strip_suffix(' ').unwrap_or(tag), empty: true }
+            }
+            (None, None) => Piece::Start { tag, empty: false },
+        })
+    })
 }
 
 /// Text as libxml2 escapes it: &amp; &lt; &gt; &quot; &apos; and numeric references.

@@ -29,7 +29,7 @@ use pyo3::types::{PyBool, PyByteArray, PyBytes, PyFloat, PyInt, PyList, PyString
 
 use features::{Featurizer, Weights};
 use nfkc::Nfkc;
-use text::Folder;
+use text::{CaseFolds, Folder};
 
 fn as_bytes<'py, T: Copy>(py: Python<'py>, values: &[T]) -> Bound<'py, PyBytes> {
     // SAFETY: T is a plain integer or float type; its bytes are its little-endian value
@@ -432,8 +432,6 @@ impl Pages {
         max_elements: usize,
         stamp_words: u32,
     ) -> PyResult<Self> {
-        let folds: Vec<i32> =
-            folds.chunks_exact(4).map(|b| i32::from_le_bytes(b.try_into().unwrap())).collect();
         let mut kinds = html::Kinds::default();
         for (names, kind) in
             [(block, html::BLOCK), (container, html::CONTAINER), (skipped, html::SKIPPED)]
@@ -442,6 +440,7 @@ impl Pages {
                 *kinds.entry(name.into_bytes()).or_default() |= kind;
             }
         }
+        let folds = CaseFolds::new(folds).map_err(invalid)?;
         let walker = html::Walker::new(classes.to_vec(), folds, kinds, max_elements, stamp_words)
             .ok_or_else(|| invalid("Pages: a table of the wrong size"))?;
         Ok(Pages { walker })

@@ -103,15 +103,12 @@ pub fn le_i32s(bytes: &[u8]) -> Vec<i32> {
     bytes.chunks_exact(4).map(|b| i32::from_le_bytes(b.try_into().expect("four bytes"))).collect()
 }
 
-/// normalize.fold: NFKC, then str.casefold from a table.
-pub struct Folder {
-    folds: Vec<[i32; 3]>, // normalize.casefolds per code point: offset, second, third
-    nfkc: Nfkc,
-}
+/// normalize.casefolds: str.casefold of every code point, at most three characters.
+pub struct CaseFolds(Vec<[i32; 3]>); // per code point: offset, second, third
 
-impl Folder {
+impl CaseFolds {
     /// folds: normalize.casefolds, (3, code points) int32.
-    pub fn new(folds: &[u8], nfkc: Nfkc) -> Result<Self, &'static str> {
+    pub fn new(folds: &[u8]) -> Result<Self, &'static str> {
         if folds.len() != 3 * 4 * CODE_POINTS {
             return Err("folds needs three int32 per code point");
         }
@@ -120,8 +117,28 @@ impl Folder {
             let b = &folds[4 * (r * CODE_POINTS + c)..][..4];
             i32::from_le_bytes([b[0], b[1], b[2], b[3]])
         };
-        let folds = (0..CODE_POINTS).map(|c| [at(0, c), at(1, c), at(2, c)]).collect();
-        Ok(Folder { folds, nfkc })
+        Ok(CaseFolds((0..CODE_POINTS).map(|c| [at(0, c), at(1, c), at(2, c)]).collect()))
+    }
+
+    /// The code points str.casefold makes of code point `c`: the first always (NUL folds
+    /// to itself), the second and third where there are.
+    #[inline]
+    pub fn of(&self, c: u32) -> impl Iterator<Item = u32> {
+        let [first, second, third] = self.0[c as usize];
+        let lead = (c as i64 + first as i64) as u32;
+        std::iter::once(lead).chain([second as u32, third as u32].into_iter().filter(|&x| x != 0))
+    }
+}
+
+/// normalize.fold: NFKC, then str.casefold from a table.
+pub struct Folder {
+    folds: CaseFolds,
+    nfkc: Nfkc,
+}
+
+impl Folder {
+    pub fn new(folds: &[u8], nfkc: Nfkc) -> Result<Self, &'static str> {
+        Ok(Folder { folds: CaseFolds::new(folds)?, nfkc })
     }
 
     /// None for a text fold() inserts combining grapheme joiners into (Nfkc::normalize).
@@ -175,14 +192,8 @@ impl Folder {
             out.push((c as u8).to_ascii_lowercase());
             return Some(());
         }
-        let [first, second, third] = self.folds[c as usize];
-        if first == 0 && second == 0 {
-            return push(out, c);
-        }
-        for code in [c as i64 + first as i64, second as i64, third as i64] {
-            if code != 0 {
-                push(out, code as u32)?;
-            }
+        for code in self.folds.of(c) {
+            push(out, code)?;
         }
         Some(())
     }
