@@ -14,8 +14,9 @@ learned, only where the container is.
 Template lines are learned online per host (detector.templates): a line (digits masked,
 case folded) seen on `template_urls` distinct URLs of the host is template, and so are
 the lines a re-fetch has that its URL did not have before. Link text (`<a href>` other
-than a same-page anchor to a section the page has) and short date-stamped lines ("Page
-generated 2025-11-29 17:18:08 UTC", which change on every fetch) weigh nothing either.
+than a same-page anchor to a section the page has), short date-stamped lines ("Page
+generated 2025-11-29 17:18:08 UTC", which change on every fetch) and trails of crumbs
+("Docs » latest » Page") weigh nothing either.
 Until the model knows a host, its pages weigh their non-link words; if nothing weighs
 anything, the whole body is kept (less a re-fetch's changes).
 
@@ -73,6 +74,14 @@ _DIGITS = re.compile(r"\d+")
 # A fetch's own stamp: an ISO date or a clock time, on a line of a few words.
 _STAMP = re.compile(r"\b\d{4}-\d{2}-\d{2}|\b\d{1,2}:\d{2}")
 _STAMP_WORDS = 10
+# A trail of three crumbs or more, "Docs » 3.25 » MSVC12" or "Apache > HTTP Server >
+# Programs": where the page sits, not what it says. The last crumb is often the title, as
+# plain text, so the line is not link-dominated; counted as words, it pulls a short page's
+# cut out to the element that holds it. Separators with a space each side, crumbs of a
+# few words: quoted «words», arrows in code and a sentence's "a > b" do not split so.
+_CRUMB_SEPARATORS = ("\u00bb", "\u203a", ">", "\u2192")
+_CRUMB_WORDS = 5
+_CRUMB_LINE_WORDS = 16
 
 
 @dataclass
@@ -364,7 +373,20 @@ def weights(page: Page, template: Set[int]) -> list[int]:
     ):
         noise = key in template or 2 * link_words >= words or stamped
         out.append(0 if noise else words - link_words)
+    for i, text in enumerate(page.texts):
+        if out[i] and page.words[i] <= _CRUMB_LINE_WORDS and is_breadcrumb(text):
+            out[i] = 0
     return out
+
+
+def is_breadcrumb(line: str) -> bool:
+    """A line of three crumbs or more, split by one separator with a space each side."""
+    for sep in _CRUMB_SEPARATORS:
+        if line.count(sep) >= 2:
+            crumbs = re.split(rf"\s{sep}\s", line.strip())
+            if len(crumbs) >= 3 and all(0 < len(_WORD.findall(c)) <= _CRUMB_WORDS for c in crumbs):
+                return True
+    return False
 
 
 def locate(page: Page, template: Set[int], share: float = DEFAULT_SHARE) -> tuple[int, int]:

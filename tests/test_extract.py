@@ -356,6 +356,25 @@ def test_generated_siblings_of_one_site_are_duplicates() -> None:
     assert all(got[f"d{i}"].decision == "unique" for i in range(6))
 
 
+def test_a_short_generated_sibling_leaves_out_its_trail_of_crumbs() -> None:
+    """A short page's sibling at a version path, with a plain-text trail ("Docs » latest »
+    Page 3") just outside its content: the trail is where the page sits, so the cut is the
+    content alone, and the sibling is an exact copy of the first."""
+    settings = EngineSettings()
+    detector = settings.detector(MemoryIndex(settings.block_scheme()))
+    docs = [doc(i, page(f"Page {i}", prose(i, 200))) for i in range(5)]
+    docs.append(doc(7, page("Page 7", prose(7, 40))))
+    trail = "<div><p>Example Docs \u00bb latest \u00bb Page 7</p></div>"
+    docs.append(
+        doc(50, page("Page 7", prose(7, 40), extra_header=trail), "https://site.example/l/p7")
+    )
+    got = {d.id: d for d in decide_in_batches(detector, docs, 4)}
+    assert got["d50"].duplicate_of == "d7" and got["d50"].exact, got["d50"]
+    assert extract.is_breadcrumb("Apache > HTTP Server > Documentation > Version 2.4 > Programs")
+    assert not extract.is_breadcrumb("the «add» and «remove» events » all of them")
+    assert not extract.is_breadcrumb("a > b")
+
+
 def test_the_bundled_real_pages_beat_stripped_tags() -> None:
     """121 real pages of two sites with re-fetches and syndicated copies (tests/data)."""
     records = read_jsonl(HTML_SAMPLE)
