@@ -279,6 +279,7 @@ def _waiting_on_a_terminal(args: argparse.Namespace) -> None:
 
 
 def _detect(args: argparse.Namespace) -> int:
+    from .clusters import ClusterWatch
     from .index.memory import MemoryIndex
     from .pipeline import Limits, Loop
     from .records import LINE_RAW_KEPT
@@ -296,12 +297,13 @@ def _detect(args: argparse.Namespace) -> int:
     sink = JsonlSink(open_output(args.output, sys.stdout), open_output(args.errors, sys.stderr))
     _waiting_on_a_terminal(args)
     progress = _progress(args, smoothing=0.1)
+    clusters = ClusterWatch(args.runaway_share)
     loop = Loop(
         detector,
         source,
         sink,
         Limits(settings.max_bytes, settings.max_tokens, LINE_RAW_KEPT),
-        observers=[_Progress(progress)] if progress is not None else [],
+        observers=[clusters, *([_Progress(progress)] if progress is not None else [])],
         workers=args.workers,
         start_method="fork",  # with workers, detect runs no thread (no prefetch)
         prefetch=args.prefetch,
@@ -321,6 +323,8 @@ def _detect(args: argparse.Namespace) -> int:
     print(f"neardup: {counts.summary()}; {kernels} kernels{failed}", file=sys.stderr)
     if detector.vector_lookups:
         print(f"neardup: vectors: {_vector_summary(detector, index)}", file=sys.stderr)
+    for runaway in clusters.runaways:
+        print(f"neardup: warning: {runaway}", file=sys.stderr)
     if index.evicted:  # hot buckets: their oldest entries are no longer candidates there
         print(
             f"neardup: {index.evicted:,} block-table entries are past the newest "
@@ -553,7 +557,7 @@ def _serve(args: argparse.Namespace) -> int:
         loop.upkeep = upkeep
     profiled = profile.start() if args.profile else None
     with refusals(redis_at):
-        Service(loop, health, log_every=args.log_every).run()
+        Service(loop, health, log_every=args.log_every, runaway_share=args.runaway_share).run()
     if profiled is not None:
         print(profiled.table(), file=sys.stderr, flush=True)
     return 0

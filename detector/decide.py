@@ -139,7 +139,35 @@ class Detector:
         with stage("decide/near"):
             near = self._near_in_batch(prints)
         with stage("decide/verify"):
-            return self._verified(docs, prints, found, prior, near, sketches)
+            items, stales = self._verified(docs, prints, found, prior, near, sketches)
+        with stage("decide/clusters"):
+            self._clusters(items)
+        return items, stales
+
+    def _clusters(self, items: list[Commit]) -> None:
+        """Each new decision's cluster: itself for a unique, else its partner's, as this
+        batch decided it before, or as the index has it (one read for the batch). A
+        partner gone since (deleted) or named in an earlier version than its current
+        one (--keep-old-versions) is its own cluster's first document."""
+        here: dict[str, Decision] = {}
+        outside = set()
+        for item in items:
+            of = item.decision.duplicate_of
+            if not item.replay and of is not None and of not in here:
+                outside.add(of)
+            here[item.decision.id] = item.decision
+        read = self.index.clusters(sorted(outside)) if outside else {}
+        here.clear()
+        for item in items:
+            d = item.decision
+            of = d.duplicate_of
+            if not item.replay and of is not None:  # a unique's is itself (Decision)
+                partner = here.get(of)
+                revision, cluster = (
+                    (partner.revision, partner.cluster) if partner else read.get(of, (-1, of))
+                )
+                d.cluster = cluster if revision == d.duplicate_of_revision else of
+            here[d.id] = d
 
     def _verified(
         self,

@@ -65,6 +65,20 @@ BUCKET_CUTS = Counter(
 TOMBSTONES = Counter(
     "neardup_tombstones_total", "Kafka tombstones, by what was done (delete, ignore)", ["action"]
 )
+LARGEST_CLUSTER = Gauge(
+    "neardup_largest_cluster_size",
+    "Documents of the largest cluster (duplicate chain) among those this consumer decided",
+)
+HOST_CLUSTER_SHARE = Gauge(
+    "neardup_host_cluster_share",
+    "Share of a host's pages decided here that its largest cluster holds, for the hosts of "
+    "50 pages or more nearest a runaway (--runaway-share)",
+    ["host"],
+)
+RUNAWAYS = Counter(
+    "neardup_runaway_clusters_total",
+    "Clusters found holding --runaway-share of a host's pages (each is logged once)",
+)
 LAG = Gauge("neardup_consumer_lag", "Records on the assigned partitions not yet consumed")
 PARTITION_LAG = Gauge(
     "neardup_partition_lag",

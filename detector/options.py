@@ -889,6 +889,17 @@ OWN: tuple[Option, ...] = (
         check=at_least(1),
     ),
     Option(
+        "runaway-share",
+        "float",
+        0.2,
+        "warn when one cluster holds this share of a host's pages decided (over at least 50 "
+        "of them): usually the site's template kept in its cut, or a threshold too low; "
+        "0 turns the warning off",
+        ("detect", "serve"),
+        metavar="SHARE",
+        check=between(0, 1),
+    ),
+    Option(
         "log-every",
         "float",
         30.0,

@@ -210,6 +210,9 @@ class Decision:
     k: int | None = None
     # What decided it (decide.py): digest, text, sketch, vector or fingerprint
     evidence: str | None = None
+    # The first document of its duplicate chain when it was decided: itself for a unique,
+    # else its partner's cluster (decide.py). Unset, it is the partner, or itself.
+    cluster: str = ""
     # Not published: the digest of the content decided on, so that a record of this id
     # delivered again is told apart from a changed one.
     digest: str = ""
@@ -217,6 +220,9 @@ class Decision:
     @property
     def decision(self) -> str:
         return "unique" if self.duplicate_of is None else "duplicate"
+
+    def __post_init__(self) -> None:
+        self.cluster = self.cluster or self.duplicate_of or self.id
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -227,6 +233,7 @@ class Decision:
             "similarity": None if self.similarity is None else round(self.similarity, 4),
             "fingerprint": f"{self.fingerprint:016x}",
             "exact": self.exact,
+            "cluster": self.cluster,
         }
         if self.evidence is not None:
             out["evidence"] = self.evidence
@@ -300,6 +307,7 @@ class Decision:
             space=d.get("space"),
             k=d.get("k"),
             evidence=d.get("evidence"),
+            cluster=d.get("cluster") or "",
             digest=digest,
         )
 

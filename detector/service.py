@@ -18,6 +18,7 @@ from typing import Any
 
 from kafka import TopicPartition
 
+from .clusters import ClusterWatch, Runaway
 from .decide import Detector
 from .metrics import (
     ASSIGNED,
@@ -28,11 +29,14 @@ from .metrics import (
     DECISIONS,
     EVICTIONS,
     EVIDENCE,
+    HOST_CLUSTER_SHARE,
     LAG,
+    LARGEST_CLUSTER,
     PARTITION_LAG,
     RECORDS_IN,
     REFETCHES,
     RETRIES,
+    RUNAWAYS,
     TOMBSTONES,
     Health,
 )
@@ -45,6 +49,9 @@ log = logging.getLogger("neardup.serve")
 # The lag is read from the fetches' high watermarks, but a partition not fetched yet costs
 # a request: at most this often.
 LAG_EVERY = 5.0
+# The clusters' gauges rank the hosts: at most this often.
+CLUSTERS_EVERY = 5.0
+HOSTS_SHOWN = 10
 
 
 @dataclass
@@ -52,11 +59,14 @@ class Service:
     loop: Loop
     health: Health
     log_every: float = 30.0  # seconds between progress lines; 0: none
+    runaway_share: float = 0.2  # ClusterWatch's share; 0: no warning
     watch: _Watch = field(init=False)
 
     def __post_init__(self) -> None:
         self.watch = _Watch(self.health, self.loop, self.log_every)
-        self.loop.observers = [*self.loop.observers, self.watch]
+        clusters = ClusterWatch(self.runaway_share, report=_runaway)
+        self.watch.clusters = clusters
+        self.loop.observers = [*self.loop.observers, clusters, self.watch]
         if isinstance(self.loop.source, KafkaSource):
             self.loop.source.membership = self.watch
 
@@ -121,6 +131,9 @@ class _Watch:
         self.recent = _Tally()
         self.lags: dict[TopicPartition, int] = {}
         self.lag_read = -float("inf")
+        self.clusters = ClusterWatch(0)
+        self.clusters_read = -float("inf")
+        self.hosts_shown: set[str] = set()
 
     # the group (KafkaSource's Membership)
     def assigned(self, partitions: list[TopicPartition]) -> None:
@@ -178,6 +191,20 @@ class _Watch:
         BATCH_SECONDS.observe(seconds)
         self.total.add(batch, decisions)
         self.recent.add(batch, decisions)
+        if time.monotonic() - self.clusters_read >= CLUSTERS_EVERY:
+            self._clusters()
+
+    def _clusters(self) -> None:
+        self.clusters_read = time.monotonic()
+        largest = self.clusters.largest(1)
+        LARGEST_CLUSTER.set(largest[0][1] if largest else 0)
+        shown = {r.host: r.share for r in self.clusters.host_shares(HOSTS_SHOWN)}
+        for host in self.hosts_shown - shown.keys():
+            with contextlib.suppress(KeyError):
+                HOST_CLUSTER_SHARE.remove(host)
+        for host, share in shown.items():
+            HOST_CLUSTER_SHARE.labels(host).set(share)
+        self.hosts_shown = set(shown)
 
     def _progress(self) -> None:
         lag = sum(self.lags.values())
@@ -189,6 +216,11 @@ class _Watch:
                 f" ({_lags(self.lags)})" if lag else "",
             )
         self.recent = _Tally()
+
+
+def _runaway(runaway: Runaway) -> None:
+    RUNAWAYS.inc()
+    log.warning("%s", runaway)
 
 
 def _names(partitions: list[TopicPartition]) -> str:

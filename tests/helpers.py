@@ -109,7 +109,7 @@ def run_module(
 # ---------------------------------------------------------------------------- decisions
 
 # The fields that make a decision what it is (not the audit fields: time, version...).
-VERDICT = ("decision", "duplicate_of", "distance", "similarity", "fingerprint", "exact")
+VERDICT = ("decision", "duplicate_of", "distance", "similarity", "fingerprint", "exact", "cluster")
 
 
 def verdict(d: dict[str, Any]) -> tuple[Any, ...]:
@@ -305,3 +305,20 @@ def layout3_value(s: Stored) -> bytes:
         ]
     header = json.dumps(h, separators=(",", ":")).encode()
     return b"#" + header + b"\n" + d.to_json().encode()
+
+
+def template_site(pages: int = 60, host: str = "site.example") -> list[dict[str, Any]]:
+    """Pages of one site, each six words of its own in a long shared menu: stripped of tags
+    only (--html text), every page is a near copy of the first; cut to their content, none
+    is."""
+    menu = " ".join(f"<li><a href='/m{j}'>menu entry {j} of the site</a></li>" for j in range(60))
+    return [
+        {
+            "id": f"p{i}",
+            "url": f"https://{host}/{i}",
+            "text": f"<html><body><ul>{menu}</ul><main><h1>Page {i}</h1><p>"
+            + " ".join(f"w{i}x{j}" for j in range(6))
+            + "</p></main></body></html>",
+        }
+        for i in range(pages)
+    ]

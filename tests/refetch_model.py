@@ -4,7 +4,8 @@ over a few ids. tests/test_refetch.py runs it over the memory index, the integra
 over the Redis server and the Redis Cluster.
 
 The model knows nothing of block tables, digests maps or caches: it keeps every version
-that is a candidate, and compares each record with all of them.
+that is a candidate, and compares each record with all of them. It also holds each
+decision's cluster to the rule: itself for a unique, its partner's for a duplicate.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ def verdict(d: Decision) -> tuple[Any, ...]:
         d.previous_fingerprint,
         d.fingerprint,
         None if d.similarity is None else round(d.similarity, 4),  # as published
+        d.cluster,
     )
 
 
@@ -85,7 +87,8 @@ class Model:
         exact = next((v for v in others if v.print.digest == p.digest), None)
         if exact is not None:
             of, rev = _record(exact.name)
-            return (doc.id, of, rev, True, revision, previous, p.fingerprint, 1.0)
+            cluster = self.cluster(of, rev)
+            return (doc.id, of, rev, True, revision, previous, p.fingerprint, 1.0, cluster)
         near = sorted(
             (
                 ((v.print.fingerprint ^ p.fingerprint).bit_count(), v.name, v)
@@ -102,8 +105,16 @@ class Model:
                 best = (sim, v)
         if best is not None and best[0] >= self.threshold:
             of, rev = _record(best[1].name)
-            return (doc.id, of, rev, False, revision, previous, p.fingerprint, round(best[0], 4))
-        return (doc.id, None, 0, False, revision, previous, p.fingerprint, None)
+            sim = round(best[0], 4)
+            cluster = self.cluster(of, rev)
+            return (doc.id, of, rev, False, revision, previous, p.fingerprint, sim, cluster)
+        return (doc.id, None, 0, False, revision, previous, p.fingerprint, None, doc.id)
+
+    def cluster(self, of: str, revision: int) -> str:
+        """A duplicate's cluster: its partner's, when the partner is the id's current
+        version; else (an earlier version kept, or deleted since) the partner itself."""
+        known = self.last.get(of)
+        return known[0].cluster if known and known[0].revision == revision else of
 
     def apply(self, doc: Document, p: Print, decision: Decision, replay: bool) -> None:
         if replay:

@@ -303,3 +303,28 @@ def test_embedding_prints_live_in_their_own_space() -> None:
         p[0].space
         == detector.engine.fingerprint([Document("c", "y", embedding=[3.0, -1.0])])[0].space
     )
+
+
+def test_a_decision_names_the_first_document_of_its_chain_as_its_cluster() -> None:
+    """C is nearest B, B a copy of A: C's cluster is A, whether the three come in one batch
+    or one a batch. The name stays the cluster's when A is deleted, and B re-fetched with
+    other content starts a cluster of its own."""
+    a = words_text(1, 120)
+    b = edit_words(a, 2, 1)
+    c = edit_words(b, 2, 2)
+    for batches in ([[a, b, c]], [[a], [b], [c]]):
+        detector = EngineSettings().detector(MemoryIndex(EngineSettings().block_scheme()))
+        got = {}
+        for batch in batches:
+            docs = [Document("ABC"[[a, b, c].index(t)], t) for t in batch]
+            got.update({d.id: d for d in detector.process(docs)})
+        assert [got[i].cluster for i in "ABC"] == ["A", "A", "A"]
+        assert (got["B"].duplicate_of, got["C"].duplicate_of) == ("A", "B")
+        assert got["C"].to_dict()["cluster"] == "A"
+    detector.index.delete(["A"])
+    (d,) = detector.process([Document("D", edit_words(c, 2, 3))])
+    assert (d.duplicate_of, d.cluster) == ("C", "A")
+    new = words_text(99, 120)
+    b2, copy = detector.process([Document("B", new), Document("E", edit_words(new, 2, 4))])
+    assert (b2.revision, b2.decision, b2.cluster) == (1, "unique", "B")
+    assert (copy.duplicate_of, copy.cluster) == ("B", "B")

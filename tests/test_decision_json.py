@@ -91,6 +91,7 @@ DECISIONS = st.builds(
     space=st.none() | TEXT,
     k=st.none() | st.integers(0, 64),
     evidence=st.none() | st.sampled_from(["digest", "text", "sketch", "vector", "fingerprint"]),
+    cluster=st.just("") | TEXT,
 )
 
 

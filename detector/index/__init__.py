@@ -146,6 +146,10 @@ class Index(Protocol):
     def decisions(self, ids: Sequence[str]) -> dict[str, Decision]:
         """Earlier decisions for these ids: a redelivered record gets the same answer."""
 
+    def clusters(self, ids: Sequence[str]) -> dict[str, tuple[int, str]]:
+        """The revision and cluster of these ids' current decisions, for the decisions
+        that name them as partner. Unlike `decisions`, no commit checks against it."""
+
     def commit(self, items: Sequence[Commit]) -> Committed:
         """Atomically check that nothing conflicting was indexed since the lookup, then
         index the entries and store the decisions, in order."""

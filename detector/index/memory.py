@@ -375,6 +375,9 @@ class MemoryIndex:
     def decisions(self, ids: Sequence[str]) -> dict[str, Decision]:
         return {i: self._decisions[i] for i in ids if i in self._decisions}
 
+    def clusters(self, ids: Sequence[str]) -> dict[str, tuple[int, str]]:
+        return {i: (d.revision, d.cluster) for i in ids if (d := self._decisions.get(i))}
+
     def stats(self) -> dict[str, int]:
         return {
             "documents": len(self._where),

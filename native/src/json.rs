@@ -54,13 +54,14 @@ pub struct Decision<'a> {
     pub space: Scalar<'a>,
     pub k: Scalar<'a>,
     pub evidence: Scalar<'a>,
+    pub cluster: Scalar<'a>,
 }
 
 impl<'a> Decision<'a> {
     /// From the dataclass's fields in its order, without the origin.
-    pub fn new(fields: [Scalar<'a>; 19], origin: [Option<Scalar<'a>>; 3]) -> Self {
+    pub fn new(fields: [Scalar<'a>; 20], origin: [Option<Scalar<'a>>; 3]) -> Self {
         let mut fields = fields.into_iter();
-        let mut next = || fields.next().expect("19 fields");
+        let mut next = || fields.next().expect("20 fields");
         // a struct expression's fields are evaluated in the order written
         Decision {
             id: next(),
@@ -83,6 +84,7 @@ impl<'a> Decision<'a> {
             space: next(),
             k: next(),
             evidence: next(),
+            cluster: next(),
         }
     }
 }
@@ -119,6 +121,15 @@ pub fn decision(d: &Decision, out: &mut Vec<u8>) -> Result<(), Unsupported> {
     }
     hex(key!("fingerprint"), d.fingerprint, out)?;
     field(key!("exact"), d.exact, out)?;
+    // Decision's __post_init__ sets it; an empty one reads as it does there
+    let cluster = if d.cluster.truthy() {
+        d.cluster
+    } else if d.duplicate_of.truthy() {
+        d.duplicate_of
+    } else {
+        d.id
+    };
+    field(key!("cluster"), cluster, out)?;
     // The optional fields only when set, as to_dict has them
     optional(key!("evidence"), d.evidence, out)?;
     if d.duplicate_of_revision.truthy() {

@@ -363,11 +363,11 @@ fn decision_json<'py>(
     let mut out = Vec::with_capacity(1024);
     let mut encode = |fields: &Bound<'py, pyo3::types::PyTuple>| {
         out.clear();
-        if fields.len() != 20 {
+        if fields.len() != 21 {
             return None; // a Decision of a field more (or less) than json.rs knows
         }
         let mut items = fields.iter_borrowed();
-        let mut scalars = [json::Scalar::Null; 19];
+        let mut scalars = [json::Scalar::Null; 20];
         for scalar in &mut scalars {
             *scalar = json_scalar(items.next()?)?;
         }

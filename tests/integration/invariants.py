@@ -62,6 +62,13 @@ def check_invariants(
         assert when(final[target]) <= when(d), (
             f"{i} ({d['decided_at']}) names {target}, decided later ({final[target]['decided_at']})"
         )
+    # Each is in its partner's cluster, and a unique is the first of its own.
+    strays = [
+        (i, d["cluster"], d["duplicate_of"], final[d["duplicate_of"] or i]["cluster"])
+        for i, d in final.items()
+        if d["cluster"] != (final[d["duplicate_of"]]["cluster"] if d["duplicate_of"] else i)
+    ]
+    assert not strays, f"decisions outside their partner's cluster: {strays[:5]}"
     for start in final:
         seen = [start]
         at = final[start]["duplicate_of"]

@@ -98,10 +98,18 @@ def answers(index: RedisIndex, expect: dict[str, Any]) -> dict[str, Any]:
             for k, v in index.stats().items()
             if k not in ("server_used_memory", "windowed_texts")
         },
-        "export": list(maintenance.documents(index)),
+        "export": [_without_cluster(d) for d in maintenance.documents(index)],
         "queries": expect["queries"],
         "found": [[f.exact, [[c.id, c.distance] for c in f.candidates]] for f in found],
     }
+
+
+def _without_cluster(document: dict[str, Any]) -> dict[str, Any]:
+    """An exported document as an old layout wrote it: the decision's cluster is newer
+    than every old layout, and an old decision's reads as its partner, or itself."""
+    d = dict(document["decision"])
+    assert d.pop("cluster") == (d["duplicate_of"] or d["id"])
+    return {**document, "decision": d}
 
 
 def families(client: Any, name: str) -> dict[str, int]:

@@ -9,6 +9,7 @@ The 2,000-record stream (tests/data/stream-2k.jsonl.gz, the head of the dev stre
 from __future__ import annotations
 
 import json
+import time
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
@@ -18,6 +19,7 @@ import pytest
 from kafka import KafkaProducer
 
 from detector.index.redis import RedisIndex
+from detector.service import CLUSTERS_EVERY
 
 from ..helpers import (
     SAMPLE,
@@ -25,6 +27,7 @@ from ..helpers import (
     STREAM_2K_TRUTH,
     free_port,
     read_jsonl,
+    template_site,
     verdict,
     write_jsonl,
 )
@@ -245,4 +248,35 @@ def test_hot_buckets_are_counted_logged_and_in_index_stats(
     assert " table " in server.log(100_000) and " key 0x" in server.log(100_000)
     stats = json.loads(run_detector(["index", "stats", "--index", names.index]).stdout)
     assert stats["evicted"] == evicted, stats
+    assert server.stop() == 0, logs([server])
+
+
+def test_a_host_taken_in_by_one_cluster_is_logged_and_in_the_metrics(
+    names: Names, serve: Callable[..., Serve], decisions: DecisionReader, tmp_path: Path
+) -> None:
+    """A site cut to its template (--html text): every page joins the first one's cluster,
+    and serve logs it once, counts it and shows the host's share and the cluster's size."""
+    records = template_site()
+    produce_file(write_jsonl(tmp_path / "site.jsonl", records), names.input, 1)
+    metrics = free_port()
+    server = serve(["--html", "text", "--metrics-port", str(metrics)])
+    ids = [r["id"] for r in records]
+    assert not decisions.wait_for(ids, timeout=DECIDE_TIMEOUT), logs([server])
+    final = {i: ds[0] for i, ds in decisions.by_id().items()}
+    assert {d["cluster"] for d in final.values()} == {"p0"}
+    time.sleep(CLUSTERS_EVERY)  # the gauges are ranked at most this often: one batch more
+    late = [{"id": "late", "text": "a record of other words after the site's pages"}]
+    produce_file(write_jsonl(tmp_path / "late.jsonl", late), names.input, 1)
+    assert not decisions.wait_for(["late"], timeout=DECIDE_TIMEOUT), logs([server])
+    scrape = urllib.request.urlopen(f"http://127.0.0.1:{metrics}/metrics", timeout=5).read()
+    values = {
+        line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
+        for line in scrape.decode().splitlines()
+        if line.startswith("neardup_") and "cluster" in line
+    }
+    assert values["neardup_runaway_clusters_total"] == 1, values
+    assert values["neardup_largest_cluster_size"] == 60, values
+    assert values['neardup_host_cluster_share{host="site.example"}'] == 1.0, values
+    warned = "holds 100% of the 50 pages of site.example decided here"
+    assert server.log(100_000).count(warned) == 1, server.log()
     assert server.stop() == 0, logs([server])

@@ -705,6 +705,15 @@ class RedisIndex:
         self._read_ids = set(ids)
         return {i: parse_decision(v, i).decision for i, v in self._read.items()}
 
+    def clusters(self, ids: Sequence[str]) -> dict[str, tuple[int, str]]:
+        """The index interface's clusters: `records`, which `decisions` reads too, without
+        what the commit checks against."""
+        out = {}
+        for i, v in self.records(ids)[1].items():
+            d = parse_decision(v, i).decision
+            out[i] = (d.revision, d.cluster)
+        return out
+
     def records(self, ids: Sequence[str]) -> tuple[int, dict[str, bytes]]:
         """The applied mark the reads rest on, and the ids' current records: the
         coordinator's recent writes first (RECENT), then the shards' decision hashes and

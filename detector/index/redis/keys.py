@@ -380,7 +380,8 @@ class Stored:
 #   head: flags u8 (1: indexed, space and dh follow), r u32 (the revision), fp 8 (the
 #         decision's fingerprint), dg (the digest decided on: pack_digest), [space, dh 16]
 #   body: the decision's JSON without what the key and head give (id, decision,
-#         fingerprint, revision), without spaces
+#         fingerprint, revision), nor its cluster when that is its partner or itself,
+#         without spaces
 # A delete leaves a tombstone: TOMBSTONE and w u32, in the recent writes, and in the
 # decision hash while an older write of the id may still be applied late (so that it
 # cannot bring the decision back). A short string (space, dg) is a length byte and its
@@ -447,6 +448,8 @@ def record_head(decision: Decision, entry_space: str | None, dh: bytes | None) -
 def record_body(decision: Decision) -> bytes:
     """The body of a layout-5 record: the JSON, deflated with BODY_DICT."""
     body = {k: v for k, v in decision.to_dict().items() if k not in _IN_HEAD}
+    if body["cluster"] == (decision.duplicate_of or decision.id):
+        del body["cluster"]  # what a record without one reads as (Decision.cluster)
     raw = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode(
         "utf-8", "surrogatepass"
     )
