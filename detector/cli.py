@@ -387,9 +387,8 @@ def _fit_idf(args: argparse.Namespace) -> int:
 
 
 def _extract(args: argparse.Namespace) -> int:
-    from .errors import BadRecord
+    from .extract import in_order
     from .index.memory import MemoryIndex
-    from .records import CUT, parse_document
     from .stream.files import FileSource
 
     settings = _settings(args)
@@ -398,16 +397,11 @@ def _extract(args: argparse.Namespace) -> int:
     source = FileSource(args.input, args.batch_size, settings.max_bytes)
     _waiting_on_a_terminal(args)
     try:
-        for batch in source.batches():
-            docs = []
-            for raw, where in batch.records:
-                if CUT in where:
-                    continue  # too large: detect makes it an error record
-                try:
-                    docs.append(parse_document(raw, settings.max_bytes))
-                except BadRecord:
-                    continue  # detect makes it an error record; nothing to show here
-            for doc, got in zip(docs, extractor.batch(docs), strict=True):
+        # a line detect makes an error record has nothing to show here
+        batches = (batch.records for batch in source.batches())
+        for cuts in in_order(batches, extractor, settings.max_bytes):
+            for cut in cuts:
+                doc, got = cut.doc, cut.extracted
                 if got is None or (wanted is not None and doc.id not in wanted):
                     continue
                 shown: dict[str, object] = {"id": doc.id, "url": doc.url}
