@@ -323,7 +323,7 @@ def explain(a: Record | None, b: Record, rules: Rules, alone: str = ALONE) -> Ex
     out.distance = (fa ^ fb).bit_count()
     out.tables = tables(scheme, fa, fb)
     if vector:
-        out.cosine = cosine(_vector(b.print), _vector(a.print))
+        out.cosine = cosine(_vector(b.print.vector, b.print), _vector(a.print.stored, a.print))
         if a.embedding is not None and b.embedding is not None:
             ua, ub = (np.asarray(e, np.float64) for e in (a.embedding, b.embedding))
             out.cosine_exact = float(ua @ ub / (np.linalg.norm(ua) * np.linalg.norm(ub)))
@@ -333,13 +333,14 @@ def explain(a: Record | None, b: Record, rules: Rules, alone: str = ALONE) -> Ex
     return out
 
 
-def _vector(p: Print) -> np.ndarray:
-    """A record's vector as the second pass takes it: the new record's own, else the form
-    the index stores."""
-    v = p.vector if p.vector is not None else p.stored
-    if v is None:
-        raise ConfigError("a vector record without its vector")
-    return v
+def _vector(wanted: np.ndarray | None, p: Print) -> np.ndarray:
+    """A record's vector as the second pass takes it: the new record's own and the
+    candidate's stored form (`wanted`), else what there is (an index keeps only the
+    stored form of either)."""
+    for v in (wanted, p.stored, p.vector):
+        if v is not None:
+            return v
+    raise ConfigError("a vector record without its vector")
 
 
 def _literal(out: Explanation, a: Record, b: Record, rules: Rules) -> None:
