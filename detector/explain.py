@@ -652,13 +652,14 @@ _NONE = np.zeros(0, np.uint64)
 def indexed_candidate(index: Index, b: Record, decided_at: str) -> str | None:
     """For a unique record of an index: the version nearest to it that the block tables
     give (within k: the index cannot tell the nearest beyond), of another id, decided
-    before it."""
+    before it. A batch's records share one time: one of its batch is taken, unless it
+    names b as the record it duplicates (then it came later)."""
     found = index.lookup([Query(b.print.space, b.print.fingerprint, b.print.digest)])[0]
     others = [c for c in found.candidates if record_of(c.id)[0] != b.id]
     decisions = index.decisions(sorted({record_of(c.id)[0] for c in others}))
     for c in others:  # nearest first
         d = decisions.get(record_of(c.id)[0])
-        if d is None or d.decided_at <= decided_at:
+        if d is None or (d.decided_at <= decided_at and d.duplicate_of != b.id):
             return c.id
     return None
 
