@@ -778,7 +778,7 @@ def render(e: Explanation, color: bool, width: int = 100) -> str:
         marks_b = "underlined green" if color else "{+...+}"
         line(
             "diff",
-            f"{shared} words shared of {na} ({a.id}) and {nb} ({b.id}); "
+            f"{shared} words shared ({a.id} has {na}, {b.id} {nb}); "
             f"{a.id}'s own {marks}, {b.id}'s own {marks_b}",
         )
         body = worddiff.render(_shortened(e.diff), color, DIFF_CONTEXT)

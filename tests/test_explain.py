@@ -15,12 +15,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from detector import options
 from detector.blocks import BlockScheme
 from detector.cli import main
 from detector.engine import TEXT_SPACE, Print
 from detector.explain import (
     BEYOND_K,
     NO_SHARED_TABLE,
+    REASONS,
     Record,
     Rules,
     explain,
@@ -35,6 +37,7 @@ from detector.settings import EngineSettings
 from .helpers import (
     EMBED_SAMPLE,
     HTML_SAMPLE,
+    ROOT,
     SAMPLE,
     read_jsonl,
     read_lines,
@@ -357,7 +360,28 @@ def test_the_terminal_and_the_json_carry_the_same_figures(
         assert field["why"] == [got["verdict"]["text"]]
         assert field["evidence"] == [got["verdict"]["evidence"]]
         shared = got["diff"]["shared_words"]
-        assert field["diff"][0].startswith(f"{shared} words shared of {got['diff']['words_a']}")
+        words = f"{shared} words shared ({a['id']} has {got['diff']['words_a']}, "
+        assert field["diff"][0].startswith(words + f"{b['id']} {got['diff']['words_b']})")
+
+
+def test_the_json_keys_and_reasons_are_the_documented_ones(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """--help and the README list every key of the JSON (and of its objects) and every
+    reason: a key added or renamed must be documented."""
+    described = next(c.description for c in options.COMMANDS if c.name == "explain")
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## Why is this a duplicate?") :]
+    section = section[: section.index("\n## ")]
+    got = as_json(capsys, SAMPLE, "--ids", "d000050,d000220", "--text-window", "0")
+    keys = set(got) | set(got["a"]) | set(got["verdict"]) | set(got["scheme"])
+    keys |= set(got["shared_tables"][0]) | set(got["shingles"]) | set(got["sketch"])
+    keys |= set(got["diff"]) | set(got["diff"]["spans"][0])
+    for key in keys:
+        assert re.search(rf"\b{key}\b", described), key
+        assert f"`{key}`" in section, key
+    for reason in REASONS:
+        assert reason in described and f"`{reason}`" in section
 
 
 def test_piped_output_has_no_ansi_escapes_and_color_is_asked_for() -> None:
