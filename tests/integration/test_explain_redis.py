@@ -56,14 +56,9 @@ def index_of(
     client, _, made = at
     name = unique("explain")
     made.append(name)
-    settings = EngineSettings(**options)
-    index = RedisIndex(
-        client,
-        settings.block_scheme(),
-        name,
-        vectors=settings.vector_block_scheme(),
-        text_window=settings.text_window,
-    )
+    # the default schemes (of texts and of vectors), and the window the options give
+    window = options.get("text_window")
+    index = RedisIndex(client, EngineSettings().block_scheme(), name, text_window=window)
     detector = make_detector(index, **options)
     raw = read_lines(path)
     decided: dict[str, Decision] = {}
