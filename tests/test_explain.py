@@ -5,7 +5,10 @@ block tables to the scheme, the terminal to the JSON, and bad input to clean err
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -393,6 +396,47 @@ def test_piped_output_has_no_ansi_escapes_and_color_is_asked_for() -> None:
     assert b"\x1b[4;32mRe:\x1b[0m" in colored.stdout and b"{+" not in colored.stdout
     as_json = run_module([*args, "--json", "--color"])  # JSON is never colored
     assert b"\x1b" not in as_json.stdout
+
+
+def on_a_terminal(args: list[str], env: dict[str, str]) -> bytes:
+    """What `python -m detector ARGS` writes to a pseudo-terminal as its stdout."""
+    import pty
+
+    terminal, its_end = pty.openpty()
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("NEARDUP_")}
+    clean.pop("NO_COLOR", None)
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "detector", *args],
+            stdout=its_end,
+            stderr=subprocess.PIPE,
+            cwd=ROOT,
+            env=clean | {"PYTHONPATH": str(ROOT)} | env,
+        )
+        os.close(its_end)
+        out = b""
+        while True:
+            try:
+                chunk = os.read(terminal, 65536)
+            except OSError:  # EIO: the process closed its end
+                break
+            if not chunk:
+                break
+            out += chunk
+        proc.wait(timeout=60)
+    finally:
+        os.close(terminal)
+    assert proc.returncode == 0, proc.stderr.read() if proc.stderr else ""
+    return out
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="a pseudo-terminal of Linux")
+def test_a_terminal_gets_colors_unless_no_color_is_set() -> None:
+    args = ["explain", str(SAMPLE), "--ids", "d000050,d000220"]
+    assert b"\x1b[4;32mRe:" in on_a_terminal(args, {})
+    plain = on_a_terminal(args, {"NO_COLOR": "1"})
+    assert b"\x1b" not in plain and b"{+Re:+}" in plain
+    assert b"\x1b[4;32mRe:" in on_a_terminal([*args, "--color"], {"NO_COLOR": "1"})
 
 
 def test_render_colors_the_diff_or_marks_it() -> None:
