@@ -389,10 +389,14 @@ def _verdict(out: Explanation, a: Record, b: Record) -> Verdict:
             f"both are records of id {a.id}: a re-fetch is decided against the index "
             "without its own earlier versions",
         )
-    if a.print.digest == b.print.digest:
+    if a.print.digest and a.print.digest == b.print.digest:  # "": an index without digests
         what = "vector" if b.print.space != TEXT_SPACE else "normalized token stream"
         return Verdict(True, EXACT_COPY, DIGEST, 1.0, f"an exact copy: the same {what}")
-    tabled = f"{len(found)} of {len(out.tables)} tables hold both under one key"
+    tabled = f"{len(found)} of {len(out.tables)} tables " + (
+        f"find it (keys within {out.radius} bits: probed)"
+        if out.radius
+        else "hold both under one key"
+    )
     if distance > k:
         if found:
             return Verdict(
@@ -405,7 +409,14 @@ def _verdict(out: Explanation, a: Record, b: Record) -> Verdict:
             )
         return Verdict(False, NO_SHARED_TABLE, FINGERPRINT, None, _no_table(out))
     if not found:  # within k, every pair shares a table (pigeonhole): a broken scheme
-        return Verdict(False, NO_SHARED_TABLE, FINGERPRINT, None, _no_table(out))
+        return Verdict(
+            False,
+            NO_SHARED_TABLE,
+            FINGERPRINT,
+            None,
+            f"within k ({distance} <= {k}), yet no table holds both: the scheme "
+            f"{out.scheme.name} does not find every pair within its k",
+        )
     near = f"within k ({distance} <= {k}), {tabled}"
     if out.cosine is not None:
         return _judged(out.cosine >= out.threshold, VECTOR, out.cosine, near, "cosine", out)

@@ -256,6 +256,16 @@ def test_a_pair_within_k_always_shares_a_table_and_one_beyond_is_told_why(
 RULES = {spec: rules(spec) for spec in ("k6-b8", "k7-b4-m1")}
 
 
+def test_an_index_without_digests_has_no_exact_copies() -> None:
+    """Decisions of an index written before digests were kept carry none: two of them are
+    not exact copies for that."""
+    a, b = record("a", 0, "one two"), record("b", 1, "three four")
+    a.print.digest = b.print.digest = ""
+    assert explain(a, b, RULES["k6-b8"]).verdict.reason == "below_threshold"
+    b.print.digest = a.print.digest = "same"
+    assert explain(a, b, RULES["k6-b8"]).verdict.reason == "exact_copy"
+
+
 def test_tables_name_their_bits_and_keys() -> None:
     first, second, *_ = tables(BlockScheme.parse("k3-b4"), 0xABCD, 0xABCE)
     assert (first.bits, first.width, first.key_a, first.key_b, first.differing) == (
