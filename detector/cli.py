@@ -391,9 +391,8 @@ def _fit_idf(args: argparse.Namespace) -> int:
 
 
 def _extract(args: argparse.Namespace) -> int:
-    from .errors import BadRecord
+    from .extract import in_order
     from .index.memory import MemoryIndex
-    from .records import CUT, parse_document
     from .stream.files import FileSource
 
     settings = _settings(args)
@@ -402,16 +401,11 @@ def _extract(args: argparse.Namespace) -> int:
     source = FileSource(args.input, args.batch_size, settings.max_bytes)
     _waiting_on_a_terminal(args)
     try:
-        for batch in source.batches():
-            docs = []
-            for raw, where in batch.records:
-                if CUT in where:
-                    continue  # too large: detect makes it an error record
-                try:
-                    docs.append(parse_document(raw, settings.max_bytes))
-                except BadRecord:
-                    continue  # detect makes it an error record; nothing to show here
-            for doc, got in zip(docs, extractor.batch(docs), strict=True):
+        # a line detect makes an error record has nothing to show here
+        batches = (batch.records for batch in source.batches())
+        for cuts in in_order(batches, extractor, settings.max_bytes):
+            for cut in cuts:
+                doc, got = cut.doc, cut.extracted
                 if got is None or (wanted is not None and doc.id not in wanted):
                     continue
                 shown: dict[str, object] = {"id": doc.id, "url": doc.url}
@@ -421,6 +415,190 @@ def _extract(args: argparse.Namespace) -> int:
     finally:
         source.close()
     return 0
+
+
+def _explain(args: argparse.Namespace) -> int:
+    import shutil
+
+    from .explain import render
+
+    inputs = list(args.input or [])
+    got = _explain_index(args) if not inputs else _explain_files(args, inputs)
+    if args.json:
+        print(json.dumps(got.to_dict(), ensure_ascii=False))
+        return 0
+    tty = sys.stdout.isatty()
+    color = args.color if args.color is not None else tty and not os.environ.get("NO_COLOR")
+    width = shutil.get_terminal_size().columns if tty else 100
+    sys.stdout.write(render(got, color, max(width, 40)))
+    return 0
+
+
+def _explain_ids(args: argparse.Namespace) -> list[str]:
+    """--ids A,B as two ids, or --id X as one."""
+    if args.ids is None:
+        return [args.id]
+    ids = [i.strip() for i in args.ids.split(",")]
+    if len(ids) != 2 or not all(ids) or ids[0] == ids[1]:
+        raise ConfigError(f"--ids {args.ids!r}: give two different ids, A,B")
+    return ids
+
+
+def _explain_files(args: argparse.Namespace, inputs: list[str]) -> Any:
+    from .explain import Rules, Stream, explain, in_file
+    from .index.memory import MemoryIndex
+
+    settings = _settings(args)
+    engine = settings.engine()
+    pairs = len(inputs) == 2
+    if len(inputs) > 2 or (pairs and (args.ids or args.id or args.decisions)):
+        raise ConfigError(
+            "explain: give one JSONL file with --ids A,B (or --decisions FILE --id X), two "
+            "files of one record each, or no file and --ids or --id for the Redis index"
+        )
+    if not pairs and (args.ids is None) == (args.id is None or args.decisions is None):
+        raise ConfigError(
+            f"explain {inputs[0]}: give --ids A,B, or --decisions FILE with --id X"
+            + (" (not both)" if args.ids is not None else "")
+        )
+    limits = (settings.max_bytes, settings.max_tokens)
+
+    def extractor() -> Any:
+        return settings.extractor(MemoryIndex(settings.block_scheme()))
+
+    a: Any
+    if pairs:
+        raw = [_one_record(path, settings.max_bytes) for path in inputs]
+        if raw[0][1]["source"] == raw[1][1]["source"]:
+            for (_, where), path in zip(raw, inputs, strict=True):
+                where["source"] = path
+        stream = Stream("", lambda: [raw], engine, extractor, limits)  # one batch, as detect
+        scanned = list(stream.records())
+        for where, why in stream.refused:
+            raise ConfigError(f"{where['source']}: not a record detect decides ({why})")
+        a, b = (s.record(str(s.where["source"])) for s in scanned)
+        a.where, b.where = (str(s.where["source"]) for s in scanned)
+    else:
+        stream = Stream(
+            _label(inputs[0]),
+            _batches(inputs[0], args.batch_size, settings),
+            engine,
+            extractor,
+            limits,
+        )
+        decision = _decision_of(args.decisions, args.id) if args.id is not None else None
+        a, b = in_file(stream, _explain_ids(args), decision, settings.text_window)
+    rules = Rules(
+        settings.block_scheme(),
+        settings.vector_block_scheme(),
+        settings.literal(engine.kernels),
+        engine.kernels,
+    )
+    return explain(a, b, rules)
+
+
+def _label(path: str) -> str:
+    from .stream.files import input_label
+
+    return input_label(path)
+
+
+def _batches(path: str, size: int, settings: EngineSettings) -> Callable[[], Iterator[Any]]:
+    """The file's batches as detect reads them, the file opened again for each pass."""
+    from .stream.files import FileSource
+
+    def batches() -> Iterator[Any]:
+        source = FileSource(path, size, settings.max_bytes)
+        try:
+            for batch in source.batches():
+                yield batch.records
+        finally:
+            source.close()
+
+    return batches
+
+
+def _one_record(path: str, max_bytes: int) -> tuple[bytes, dict[str, object]]:
+    """A file of one record: a JSON object (a .json or .jsonl file, or a file that is one
+    JSON object), else plain text whose id is the file's name."""
+    from pathlib import Path
+
+    from .records import parse_document
+    from .stream.files import input_label, open_input
+
+    name = input_label(path)
+    with open_input(path) as stream:
+        try:
+            body = stream.read(max_bytes + 1)
+        except OSError as exc:
+            raise ConfigError(f"cannot read {path}: {exc}") from exc
+    lines = [line for line in body.splitlines() if line.strip()]
+    stem = Path(path.removesuffix(".gz")).suffix
+    record = stem in (".json", ".jsonl") or (len(lines) == 1 and lines[0].lstrip()[:1] == b"{")
+    if record and len(lines) != 1:
+        raise ConfigError(
+            f"{path}: {len(lines)} lines, not one record (for two ids of one file: --ids A,B)"
+        )
+    if record:
+        try:
+            parse_document(lines[0], max_bytes)
+        except DetectorError as bad:
+            if stem in (".json", ".jsonl"):
+                raise ConfigError(f"{path}: not a record: {bad}") from None
+            record = False  # a text that looks like JSON, and is not a record
+    if record:
+        return lines[0], {"source": name, "line": 1}
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: neither a JSON record nor UTF-8 text ({exc})") from None
+    raw = json.dumps({"id": name, "text": text}, ensure_ascii=False).encode()
+    return raw, {"source": name, "line": 1}
+
+
+def _decision_of(path: str, doc_id: str) -> Any:
+    """The first decision of an id in a decisions file of `neardup detect`."""
+    from .records import Decision
+    from .stream.files import input_label, open_input, read_lines
+
+    with open_input(path) as stream:
+        for raw, where in read_lines(stream, input_label(path)):
+            try:
+                d = json.loads(raw)
+                if isinstance(d, dict) and d.get("id") == doc_id:
+                    return Decision.from_dict(d)
+            except (ValueError, KeyError, TypeError) as exc:
+                raise ConfigError(
+                    f"{path}: line {where['line']} is not a decision of neardup detect ({exc})"
+                ) from None
+    raise ConfigError(f"{path}: no decision of id {doc_id!r}")
+
+
+def _explain_index(args: argparse.Namespace) -> Any:
+    from .explain import ALONE_IN_INDEX, Rules, explain, in_index
+    from .index.redis import RedisIndex
+    from .index.redis.connect import check, refusals
+
+    if (args.ids is None) == (args.id is None) or args.decisions is not None:
+        raise ConfigError(
+            "explain without an input file reads the Redis index --index: give --ids A,B or "
+            "--id X (its decision is the index's: no --decisions)"
+        )
+    ids = _explain_ids(args)
+    settings = _settings(args)
+    redis_at = _redis_settings(args)
+    with refusals(redis_at):
+        client = redis_at.client()
+        check(client, redis_at)
+        index = RedisIndex.open(client, args.index)
+        # the index's own window of texts: whether it judges on sketches
+        settings = dataclasses.replace(settings, text_window=index.text_window)
+        engine = settings.engine()
+        a, b = in_index(index, engine, args.index, ids)
+        rules = Rules(
+            index.scheme, index.vector_scheme, settings.literal(engine.kernels), engine.kernels
+        )
+        return explain(a, b, rules, ALONE_IN_INDEX)
 
 
 def _eval(args: argparse.Namespace) -> int:
@@ -914,6 +1092,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "fit-idf": _fit_idf,
     "eval": _eval,
     "extract": _extract,
+    "explain": _explain,
     "serve": _serve,
     "produce": _produce,
     "index": _index,

@@ -27,18 +27,19 @@ A page that cannot be parsed within the bounds below falls back to the stripped 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence, Set
+from collections.abc import Callable, Iterable, Iterator, Sequence, Set
 from dataclasses import dataclass, field
 from functools import cache
 from itertools import accumulate
-from typing import Any, Literal
+from typing import Any, Literal, cast
 from urllib.parse import urlsplit
 
 import numpy as np
 import xxhash
 
+from .errors import BadRecord
 from .normalize import drop_comments_scripts_styles, fold, looks_like_html, strip_markup
-from .records import Document
+from .records import CUT, Document, RawRecord, parse_document, too_large
 from .tables import CODE_POINTS, cached
 from .templates import PAIR_LOG2, Lesson, Template, Templates, lesson
 
@@ -537,6 +538,14 @@ def texts(
     HTML page's `extraction`. `folder` is normalize.fold of a batch (the engine's
     kernels'), one text at a time by default."""
     got = extractor.batch(docs) if extractor is not None else [None] * len(docs)
+    out = written(docs, got)
+    return folder(out) if folder is not None else [fold(t) for t in out]
+
+
+def written(docs: Sequence[Document], got: Sequence[Extracted | None]) -> list[str]:
+    """texts() before the fold, from the extractor's answers (Extractor.batch): each
+    document's text as written, a page's main content or a text without its markup. Sets
+    each HTML page's `extraction`."""
     out = []
     for doc, extracted in zip(docs, got, strict=True):
         if extracted is None:
@@ -544,4 +553,40 @@ def texts(
         else:
             doc.extraction = extracted.extraction
             out.append(extracted.text)
-    return folder(out) if folder is not None else [fold(t) for t in out]
+    return out
+
+
+@dataclass
+class Cut:
+    """A record as `neardup detect` reads it: the document, what its page was cut to (None
+    for plain text), and where it was read (its line)."""
+
+    doc: Document
+    extracted: Extracted | None
+    where: dict[str, object]
+
+
+def in_order(
+    batches: Iterable[Sequence[RawRecord]],
+    extractor: Extractor,
+    max_bytes: int,
+    refused: Callable[[dict[str, object], str], None] | None = None,
+) -> Iterator[list[Cut]]:
+    """The records of a stream, a batch at a time, each page cut as `detect` cuts it: the
+    template model learns from the pages in order, batch by batch (so the batches must be
+    detect's --batch-size). A line detect makes an error record (too large, not a record)
+    is left out, and told to `refused` with its reason."""
+    for batch in batches:
+        docs, wheres = [], []
+        for raw, where in batch:
+            try:
+                if CUT in where:  # a line the source would not hold
+                    raise too_large(cast(int, where[CUT]), max_bytes)
+                docs.append(parse_document(raw, max_bytes))
+            except BadRecord as bad:
+                if refused is not None:
+                    refused(where, bad.reason)
+                continue
+            wheres.append(where)
+        got = extractor.batch(docs)
+        yield [Cut(d, e, w) for d, e, w in zip(docs, got, wheres, strict=True)]

@@ -61,8 +61,8 @@ INDEX_ACTIONS = (
     "index migrate",
 )
 KAFKA_COMMANDS = ("serve", "produce", "tail", "bench")
-REDIS_COMMANDS = ("serve", "bench", *INDEX_ACTIONS)
-ENGINE_COMMANDS = ("detect", "serve", "extract")
+REDIS_COMMANDS = ("serve", "bench", *INDEX_ACTIONS, "explain")
+ENGINE_COMMANDS = ("detect", "serve", "extract", "explain")
 
 EXPECTED: dict[str, str] = {
     "int": "a whole number",
@@ -686,8 +686,9 @@ OWN: tuple[Option, ...] = (
         "batch-size",
         "int",
         512,
-        "records fingerprinted together",
-        ("detect", "extract"),
+        "records fingerprinted together (extract and explain: give detect's, as the "
+        "template model learns a batch at a time)",
+        ("detect", "extract", "explain"),
         check=at_least(1),
     ),
     Option(
@@ -757,6 +758,54 @@ OWN: tuple[Option, ...] = (
         "show only the records of these ids (comma-separated); the model still learns "
         "from every page before them",
         "extract",
+    ),
+    # explain
+    _cli(
+        "input",
+        "str",
+        None,
+        "a JSONL file (gzip too) with --ids or --decisions and --id; or two files of one "
+        "record each (JSONL, or plain text: its name is its id), the first the earlier; "
+        "or none: the Redis index --index, with --ids or --id",
+        "explain",
+        positional=True,
+        nargs="*",
+    ),
+    _cli(
+        "ids",
+        "str",
+        None,
+        "two ids, comma-separated: explain that pair (the earlier one is the candidate); "
+        "an id given twice in a file is its first record",
+        "explain",
+        metavar="A,B",
+    ),
+    _cli(
+        "id",
+        "str",
+        None,
+        "explain this record's decision (from --decisions, or the index's): against the "
+        "record it duplicates, or, for a unique one, against the earlier record nearest by "
+        "fingerprint (in an index: its nearest candidate within k)",
+        "explain",
+        metavar="ID",
+    ),
+    _cli(
+        "decisions",
+        "str",
+        None,
+        "the decisions of `neardup detect` on the input (JSONL), with --id",
+        "explain",
+        metavar="FILE",
+    ),
+    _cli("json", "bool", False, "print one JSON object (keys above)", "explain", negatable=False),
+    _cli(
+        "color",
+        "bool",
+        None,
+        "color the diff (default: when stdout is a terminal and NO_COLOR is unset); "
+        "--no-color marks it [-only in the earlier-] {+only in the later+}",
+        "explain",
     ),
     # eval
     _cli(
@@ -1191,7 +1240,7 @@ OWN: tuple[Option, ...] = (
         "str",
         "default",
         "index name, the Redis key namespace",
-        NOT_INDEX_IMPORT,
+        (*NOT_INDEX_IMPORT, "explain"),
         metavar="NAME",
         check=index_name_problem,
     ),
@@ -1232,6 +1281,32 @@ COMMANDS: tuple[Command, ...] = (
         "and the share of the page's words kept), the text kept, why the cut went there, "
         "the lines removed around the content, and the lines the template model called "
         "template.",
+    ),
+    Command(
+        "explain",
+        "show why two records are duplicates or not: fingerprints, tables, Jaccard, diff",
+        "Explain a pair as the detector judges it: two ids of a JSONL file (--ids A,B), two "
+        "files of one record each, a decision (--decisions FILE --id X: X against the "
+        "record it duplicates, or a unique X against the earlier record nearest by "
+        "fingerprint), or the same from a Redis index by id (no input file: --index, "
+        "--redis-url; its block schemes and text window are the index's own). Pages are "
+        "cut as `neardup detect` cuts them, the template model learning from the pages "
+        "before, so give detect's engine options and --batch-size. Prints the fingerprints, "
+        "their Hamming distance and the scheme's k, the block tables that hold both under "
+        "one key (or why none does), the exact word-shingle Jaccard (a sketch's estimate "
+        "where the index keeps only a sketch; the cosine for vectors), each page's cut, the "
+        "verdict and its reason, and a word-level diff. With --json, one object with the "
+        "keys a and b (id, where, space, fingerprint, extraction, why, text_kept), verdict "
+        "(duplicate, reason, evidence, similarity, text), exact, distance, differing_bits "
+        "(bit 0 the lowest), scheme (name, k, tables, probe_radius, description), "
+        "shared_tables (table, bits, key_a, key_b, differing_key_bits), threshold, jaccard, "
+        "shingles (a, b, shared), literal_shingle, sketch (estimate, sigma, bound, "
+        "duplicate, banded, used), cosine (the detector's: the later vector against the "
+        "earlier's stored form), cosine_exact, decision, agrees, note and diff "
+        "(shared_words, words_a, words_b, spans of tag, a, b); a figure that does not "
+        "apply is null. The reasons: exact_copy, above_threshold, below_threshold, "
+        "beyond_k, no_shared_table, different_spaces, same_id, text_gone, "
+        "nothing_to_compare.",
     ),
     Command("fit-idf", "build a frozen, versioned IDF table from a corpus"),
     Command(
