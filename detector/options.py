@@ -62,7 +62,7 @@ INDEX_ACTIONS = (
 )
 KAFKA_COMMANDS = ("serve", "produce", "tail", "bench")
 REDIS_COMMANDS = ("serve", "bench", *INDEX_ACTIONS)
-ENGINE_COMMANDS = ("detect", "serve", "extract")
+ENGINE_COMMANDS = ("detect", "serve", "extract", "review")
 
 EXPECTED: dict[str, str] = {
     "int": "a whole number",
@@ -290,6 +290,12 @@ def _bytes(text: str) -> str | None:
     from .plan import bytes_problem  # numpy, as above
 
     return bytes_problem(text)
+
+
+def _group_by(value: str) -> str | None:
+    if value == "host" or (value.startswith("meta.") and len(value) > len("meta.")):
+        return None
+    return "must be host or meta.FIELD (a field of the records' meta)"
 
 
 def _engine(name: str, kind: Kind, default: Any, help: Any, **more: Any) -> Option:
@@ -687,7 +693,7 @@ OWN: tuple[Option, ...] = (
         "int",
         512,
         "records fingerprinted together",
-        ("detect", "extract"),
+        ("detect", "extract", "review"),
         check=at_least(1),
     ),
     Option(
@@ -726,6 +732,7 @@ OWN: tuple[Option, ...] = (
         PROGRESS,
         "detect",
         "produce",
+        "review",
         "index export",
         "index import",
         "index stats",
@@ -760,7 +767,13 @@ OWN: tuple[Option, ...] = (
     ),
     # eval
     _cli(
-        "decisions", "str", None, "decisions JSONL (from neardup detect)", "eval", positional=True
+        "decisions",
+        "str",
+        None,
+        "decisions JSONL (from neardup detect)",
+        "eval",
+        "review",
+        positional=True,
     ),
     _cli("truth", "str", None, "truth JSONL or JSONL.gz", "eval", positional=True),
     replace(
@@ -807,6 +820,43 @@ OWN: tuple[Option, ...] = (
         check=between(0, 64),
     ),
     _cli("json", "bool", False, "print the scores as one JSON line", "eval", negatable=False),
+    # review
+    _cli(
+        "input",
+        "str",
+        None,
+        "the records (JSONL or JSONL.gz) the decisions were made from; - for stdin",
+        "review",
+        positional=True,
+    ),
+    _cli(
+        "truth",
+        "str",
+        None,
+        "truth JSONL or JSONL.gz (as for eval): adds precision, recall and every false "
+        "positive and negative with its reason",
+        "review",
+        metavar="TRUTH",
+    ),
+    _cli("output", "str", None, "the HTML page to write", "review", aliases=("-o",), required=True),
+    _cli(
+        "group-by",
+        "str",
+        "host",
+        "group the duplicate rates by the host of each record's url (host), or by a field "
+        "of its meta (meta.FIELD)",
+        "review",
+        metavar="host|meta.FIELD",
+        check=_group_by,
+    ),
+    _cli(
+        "top",
+        "int",
+        50,
+        "pairs a list of the page shows at most (and groups, in the table of sources)",
+        "review",
+        check=between(1, 10_000),
+    ),
     # plan
     _cli(
         "docs",
@@ -1221,6 +1271,17 @@ COMMANDS: tuple[Command, ...] = (
         "and the share of the page's words kept), the text kept, why the cut went there, "
         "the lines removed around the content, and the lines the template model called "
         "template.",
+    ),
+    Command(
+        "review",
+        "an HTML page of what a run decided, to choose its threshold and radius",
+        "Read the decisions of `neardup detect` and the records they were made from (as "
+        "detect reads them: give the same engine options) and write one self-contained "
+        "HTML page: the distributions of Hamming distance and literal similarity with the "
+        "threshold and k drawn, the pairs nearest the threshold on both sides with their "
+        "word diffs, what raising or lowering each knob would change, the clusters and the "
+        "duplicate rates by host; with --truth, precision and recall and every false "
+        "positive and negative with why it went that way.",
     ),
     Command("fit-idf", "build a frozen, versioned IDF table from a corpus"),
     Command(
