@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import bisect
 import re
+import zlib
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -87,13 +88,20 @@ class Record:
     id: str
     url: str | None
     group: str  # the host of its url, or its --group-by meta field
-    text: str  # the text decided on, before the fold: an HTML page's cut
+    packed: bytes  # the text decided on, before the fold (an HTML page's cut): zlib
     page: bool  # an HTML page, cut to its main content
     space: str  # "t", or "v384" for a vector of 384 dimensions
     fingerprint: int  # the decision's
     compared: np.ndarray  # what the second pass compares: its shingles, or unit vector
     stored: np.ndarray | None  # a vector as the index keeps it (what later ones compare)
     decision: dict[str, Any]
+
+    @property
+    def text(self) -> str:
+        """Kept packed: a page lists a few hundred texts, and 60,000 of them weigh 700 MB
+        as strings (a character of a non-Latin text takes 2 or 4 bytes) and a fifth that
+        in zlib."""
+        return zlib.decompress(self.packed).decode("utf-8", "surrogatepass")
 
     @property
     def duplicate(self) -> bool:
@@ -221,7 +229,7 @@ def read_records(
                         id=doc.id,
                         url=doc.url,
                         group=group_of(doc, group_by),
-                        text=text,
+                        packed=zlib.compress(text.encode("utf-8", "surrogatepass"), 1),
                         page=cut is not None,
                         space=p.space,
                         fingerprint=fingerprint,

@@ -65,6 +65,7 @@ max-height:26em;overflow:auto;background:#fafafa;border:1px solid #eee;padding:6
 del{background:#fbd5d5;text-decoration:line-through}ins{background:#cdf0cd;
 text-decoration:none}.gap{color:#888;font-style:italic}
 code{word-break:break-all}button{margin:0 6px 6px 0}
+td.members{min-width:16em;max-width:24em}td.begins{max-width:44em;font-size:12.5px}
 """
 
 SCRIPT = """
@@ -206,7 +207,7 @@ class Marker:
     label: str
 
 
-W, H = 600, 300
+W, H = 560, 300
 LEFT, RIGHT, TOP, BOTTOM = 58, W - 14, 58, H - 48
 
 
@@ -588,8 +589,9 @@ def _clusters(c: Clusters, top: int) -> str:
         more = f" … ({cl.size - len(cl.members):,} more)" if cl.size > len(cl.members) else ""
         rows.append(
             f'<tr><td><code>{e(cl.id)}</code></td><td class="n">{cl.size:,}</td>'
-            f"<td>{'<br>'.join(groups)}</td><td>{e(', '.join(cl.members))}{e(more)}</td>"
-            f"<td>{e(cl.text)}</td></tr>"
+            f"<td>{'<br>'.join(groups)}</td>"
+            f'<td class="members">{e(", ".join(cl.members))}{e(more)}</td>'
+            f'<td class="begins">{e(cl.text)}</td></tr>'
         )
     table = (
         '<table><tr><th>first document</th><th class="n">records</th><th>their groups '

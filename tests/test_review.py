@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from detector import review as rv
+from detector import review_page as page_module
 from detector.cli import main
 from detector.evaluate import evaluate, load_jsonl, outcomes
 from detector.review_page import SCRIPT, render
@@ -153,7 +154,8 @@ def test_the_plots_are_svg_with_the_threshold_and_k_where_they_belong(built: Any
     (line,) = similarities.all("line", "threshold")
     assert float(line.attrs["data-value"]) == threshold
     assert float(line.attrs["x1"]) == pytest.approx(_x(similarities, threshold), abs=0.01)
-    assert float(line.attrs["x1"]) == pytest.approx(58 + threshold * (600 - 14 - 58), abs=0.01)
+    left, right = page_module.LEFT, page_module.RIGHT
+    assert float(line.attrs["x1"]) == pytest.approx(left + threshold * (right - left), abs=0.01)
     distances = page.root.all("svg", "distances")[0]
     (radius,) = distances.all("line", "radius")
     # between the bars of k and k + 1: pairs to its right are never compared

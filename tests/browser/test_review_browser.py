@@ -14,6 +14,8 @@ from selenium.common.exceptions import NoAlertPresentException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webelement import WebElement
 
+from detector.review_page import H, W
+
 from ..helpers import HTML_SAMPLE, HTML_SAMPLE_TRUTH
 from ..test_review import build, detect, hostile_page
 from .chromium import chromium
@@ -64,7 +66,8 @@ def test_the_page_draws_its_sections_and_plots_with_no_script_error(
     assert len(plots) == 3
     for svg in plots:
         assert shown(svg)
-        assert svg.size["width"] >= 600 and svg.size["height"] >= 300  # drawn at its size
+        size = svg.size["width"], svg.size["height"]
+        assert size == (W + 2, H + 2)  # drawn at its size, in a border of a pixel
         assert svg.find_elements(By.CSS_SELECTOR, "rect")
     for svg in plots[:2]:  # the threshold's and k's line, drawn where the page put it
         (marker,) = svg.find_elements(By.CSS_SELECTOR, "line.marker")
