@@ -293,9 +293,9 @@ def _bytes(text: str) -> str | None:
 
 
 def _group_by(value: str) -> str | None:
-    if value == "host" or (value.startswith("meta.") and len(value) > len("meta.")):
+    if value in ("auto", "host") or (value.startswith("meta.") and len(value) > len("meta.")):
         return None
-    return "must be host or meta.FIELD (a field of the records' meta)"
+    return "must be auto, host or meta.FIELD (a field of the records' meta)"
 
 
 def _engine(name: str, kind: Kind, default: Any, help: Any, **more: Any) -> Option:
@@ -842,11 +842,11 @@ OWN: tuple[Option, ...] = (
     _cli(
         "group-by",
         "str",
-        "host",
-        "group the duplicate rates by the host of each record's url (host), or by a field "
-        "of its meta (meta.FIELD)",
+        "auto",
+        "group the duplicate rates by the host of each record's url (host), by a field of "
+        "its meta (meta.FIELD), or auto: the host, else the meta field source",
         "review",
-        metavar="host|meta.FIELD",
+        metavar="auto|host|meta.FIELD",
         check=_group_by,
     ),
     _cli(

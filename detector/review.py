@@ -87,7 +87,7 @@ class Record:
     at: int  # position among the decided records, in input order
     id: str
     url: str | None
-    group: str  # the host of its url, or its --group-by meta field
+    group: str  # the host of its url, or a meta field (--group-by)
     packed: bytes  # the text decided on, before the fold (an HTML page's cut): zlib
     page: bool  # an HTML page, cut to its main content
     space: str  # "t", or "v384" for a vector of 384 dimensions
@@ -178,13 +178,20 @@ class _KeepingCuts(Extractor):
         return got
 
 
+SOURCE = "source"  # the meta field `--group-by auto` takes when a record has no url
+
+
 def group_of(doc: Document, group_by: str) -> str:
-    """A record's group: its url's host, or the value of a meta field (`meta.NAME`)."""
+    """A record's group: the host of its url or the value of a meta field (`meta.NAME`);
+    `auto`, the host, else its meta's `source`."""
+    meta = doc.meta or {}
+    if group_by == "auto":
+        host = host_of(doc.url)
+        return host or (str(meta[SOURCE]) if meta.get(SOURCE) is not None else "(no url)")
     if group_by == "host":
         return host_of(doc.url) or "(no url)"
     name = group_by.removeprefix("meta.")
-    value = (doc.meta or {}).get(name)
-    return "(no " + name + ")" if value is None else str(value)
+    return "(no " + name + ")" if meta.get(name) is None else str(meta[name])
 
 
 def read_records(
@@ -192,7 +199,7 @@ def read_records(
     decisions: Sequence[dict[str, Any]],
     settings: EngineSettings,
     batch_size: int = 512,
-    group_by: str = "host",
+    group_by: str = "auto",
     progress: Progress = no_progress,
 ) -> Reading:
     """The input read as `detect` reads it, each record with its decision: a record's
@@ -908,7 +915,7 @@ def review(
     input_path: str,
     settings: EngineSettings,
     truth_path: str | None = None,
-    group_by: str = "host",
+    group_by: str = "auto",
     top: int = LISTED,
     batch_size: int = 512,
     progress: Progress = no_progress,
@@ -916,8 +923,8 @@ def review(
     """Everything the page shows (its steps are the module docstring's)."""
     from .evaluate import load_jsonl
 
-    if group_by != "host" and not group_by.startswith("meta."):
-        raise ConfigError(f"--group-by must be host or meta.FIELD, not {group_by!r}")
+    if group_by not in ("auto", "host") and not group_by.startswith("meta."):
+        raise ConfigError(f"--group-by must be auto, host or meta.FIELD, not {group_by!r}")
     with _readable(decisions_path):
         decisions = load_jsonl(decisions_path)
     check_decisions(decisions, decisions_path)

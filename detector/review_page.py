@@ -23,6 +23,7 @@ from .review import (
     NOT_NEAREST,
     PASSED_OVER,
     REASONS,
+    SOURCE,
     Clusters,
     Pair,
     Review,
@@ -612,7 +613,9 @@ def _clusters(c: Clusters, top: int) -> str:
 
 
 def _sources(c: Clusters, top: int) -> str:
-    label = "host (of the url)" if c.group_by == "host" else c.group_by
+    label = {"host": "host (of the url)", "auto": f"host (of the url; else meta.{SOURCE})"}.get(
+        c.group_by, c.group_by
+    )
     cut = f" (the {len(c.groups)} with the most records of {c.group_count:,})"
     rows = "".join(
         f'<tr><td>{e(g.name)}</td><td class="n">{g.records:,}</td>'

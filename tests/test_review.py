@@ -455,7 +455,7 @@ def test_bad_input_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixtur
     with pytest.raises(SystemExit) as stopped:
         main(["review", str(decisions), str(SAMPLE), "-o", out, "--group-by", "site"])
     assert stopped.value.code == 2
-    assert "--group-by: must be host or meta.FIELD" in capsys.readouterr().err
+    assert "--group-by: must be auto, host or meta.FIELD" in capsys.readouterr().err
 
 
 def test_the_work_shows_its_progress_on_stderr(
@@ -469,3 +469,18 @@ def test_the_work_shows_its_progress_on_stderr(
     for stage in ("reading", "nearest earlier records", "word diffs"):
         assert stage in err
     assert f"neardup: {page}: 400 records, " in err
+
+
+def test_a_record_is_grouped_by_its_host_else_its_meta_source() -> None:
+    from detector.records import Document
+
+    paged = Document("a", "x", url="https://Docs.Example/a?b", meta={"source": "feed"})
+    fed = Document("b", "x", meta={"source": "feed", "site": "s1"})
+    bare = Document("c", "x")
+    assert [rv.group_of(d, "auto") for d in (paged, fed, bare)] == [
+        "docs.example",
+        "feed",
+        "(no url)",
+    ]
+    assert [rv.group_of(d, "host") for d in (paged, fed)] == ["docs.example", "(no url)"]
+    assert [rv.group_of(d, "meta.site") for d in (paged, fed)] == ["(no site)", "s1"]
