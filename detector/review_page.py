@@ -66,7 +66,8 @@ max-height:26em;overflow:auto;background:#fafafa;border:1px solid #eee;padding:6
 del{background:#fbd5d5;text-decoration:line-through}ins{background:#cdf0cd;
 text-decoration:none}.gap{color:#888;font-style:italic}
 code{word-break:break-all}button{margin:0 6px 6px 0}
-td.members{min-width:16em;max-width:24em}td.begins{max-width:44em;font-size:12.5px}
+table.largest{table-layout:fixed;width:100%}table.largest td{overflow-wrap:anywhere}
+.w5{width:5em}.w9{width:9em}.w18{width:18em}td.begins{font-size:12.5px}
 """
 
 SCRIPT = """
@@ -591,14 +592,13 @@ def _clusters(c: Clusters, top: int) -> str:
         rows.append(
             f'<tr><td><code>{e(cl.id)}</code></td><td class="n">{cl.size:,}</td>'
             f"<td>{'<br>'.join(groups)}</td>"
-            f'<td class="members">{e(", ".join(cl.members))}{e(more)}</td>'
+            f"<td>{e(', '.join(cl.members))}{e(more)}</td>"
             f'<td class="begins">{e(cl.text)}</td></tr>'
         )
     table = (
-        '<table><tr><th>first document</th><th class="n">records</th><th>their groups '
-        f"({e(c.group_by)})</th><th>members</th><th>its text begins</th></tr>"
-        + "".join(rows)
-        + "</table>"
+        '<table class="largest"><tr><th class="w9">first document</th><th class="n w5">'
+        f'records</th><th class="w18">their groups ({e(c.group_by)})</th><th class="w18">'
+        "members</th><th>its text begins</th></tr>" + "".join(rows) + "</table>"
         if rows
         else "<p>No cluster holds more than one record.</p>"
     )
