@@ -212,7 +212,7 @@ def read_records(
     out = Reading([])
     limits = Limits(settings.max_bytes, settings.max_tokens)
     source = FileSource(path, batch_size, settings.max_bytes)
-    step = progress(f"reading {path}", None)
+    step = progress(f"reading {path}", len(decisions))  # about as many records
     try:
         for batch in source.batches():
             prepared = prepare(engine, batch.records, limits, extractor)
