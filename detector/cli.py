@@ -620,6 +620,60 @@ def _eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def _review(args: argparse.Namespace) -> int:
+    import time
+
+    from .review import review
+    from .review_page import render
+
+    started = time.monotonic()
+    stages = _Stages(args)
+    try:
+        made = review(
+            args.decisions,
+            args.input,
+            _settings(args),
+            args.truth,
+            args.group_by,
+            args.top,
+            args.batch_size,
+            stages,
+        )
+    finally:
+        stages.close()
+    made.seconds = time.monotonic() - started
+    page = render(made)
+    try:
+        with open(args.output, "w", encoding="utf-8") as f:
+            f.write(page)
+    except OSError as exc:
+        raise ConfigError(f"{args.output}: cannot be written: {exc.strerror or exc}") from None
+    print(
+        f"neardup: {args.output}: {len(made.reading.records):,} records, "
+        f"{len(page.encode()):,} bytes, in {time.monotonic() - started:.1f} s",
+        file=sys.stderr,
+    )
+    return 0
+
+
+class _Stages:
+    """review's progress: a bar on stderr for each stage of its work, one after another."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.bar: Any = None
+
+    def __call__(self, stage: str, total: int | None) -> Callable[[int], None]:
+        self.close()
+        self.bar = _progress(self.args, desc=stage, total=total)
+        return self.bar.update if self.bar is not None else lambda done: None
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+
 def _serve(args: argparse.Namespace) -> int:
     import logging
     import os
@@ -1077,20 +1131,27 @@ def _index_import(args: argparse.Namespace, client: Any) -> int:
     return 0
 
 
-def _progress(args: argparse.Namespace, smoothing: float = 0.3, unit: str = " records") -> Any:
+def _progress(
+    args: argparse.Namespace,
+    smoothing: float = 0.3,
+    unit: str = " records",
+    desc: str | None = None,
+    total: int | None = None,
+) -> Any:
     """A progress bar on stderr, or None: --progress/--no-progress, else when stderr is a
     terminal."""
     if not (sys.stderr.isatty() if args.progress is None else args.progress):
         return None
     from tqdm import tqdm
 
-    return tqdm(unit=unit, file=sys.stderr, smoothing=smoothing)
+    return tqdm(unit=unit, file=sys.stderr, smoothing=smoothing, desc=desc, total=total)
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "detect": _detect,
     "fit-idf": _fit_idf,
     "eval": _eval,
+    "review": _review,
     "extract": _extract,
     "explain": _explain,
     "serve": _serve,

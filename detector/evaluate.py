@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -80,13 +81,8 @@ def evaluate(
     relabelled = None
     if order == "input":
         said, relabelled = in_input_order(said, truth)
-    tp = fp = fn = 0
-    for doc_id, is_dup in actual.items():
-        d = said.get(doc_id)
-        predicted = d is not None and d["decision"] == "duplicate"
-        tp += predicted and is_dup
-        fp += predicted and not is_dup
-        fn += is_dup and not predicted
+    tps, fps, fns = _outcomes(said, actual)
+    tp, fp, fn = len(tps), len(fps), len(fns)
     precision = tp / (tp + fp) if tp + fp else 1.0
     recall = tp / (tp + fn) if tp + fn else 1.0
     f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
@@ -104,6 +100,34 @@ def evaluate(
     if relabelled is not None:
         scores |= {"order": "input", "relabelled": relabelled}
     return scores
+
+
+def outcomes(
+    decisions: Sequence[dict[str, Any]],
+    truth: Sequence[dict[str, Any]],
+    threshold: float = 0.8,
+    field: str = "max_jaccard_earlier",
+) -> tuple[list[str], list[str], list[str]]:
+    """The ids evaluate() counts (order "decided"): true positives, false positives and
+    false negatives, in the truth's order."""
+    said = {d["id"]: d for d in decisions}
+    return _outcomes(said, {t["id"]: t[field] >= threshold for t in truth})
+
+
+def _outcomes(
+    said: dict[str, dict[str, Any]], actual: dict[str, bool]
+) -> tuple[list[str], list[str], list[str]]:
+    tps: list[str] = []
+    fps: list[str] = []
+    fns: list[str] = []
+    for doc_id, is_dup in actual.items():
+        d = said.get(doc_id)
+        predicted = d is not None and d["decision"] == "duplicate"
+        if predicted:
+            (tps if is_dup else fps).append(doc_id)
+        elif is_dup:
+            fns.append(doc_id)
+    return tps, fps, fns
 
 
 def in_input_order(

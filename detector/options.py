@@ -62,7 +62,7 @@ INDEX_ACTIONS = (
 )
 KAFKA_COMMANDS = ("serve", "produce", "tail", "bench")
 REDIS_COMMANDS = ("serve", "bench", *INDEX_ACTIONS, "explain")
-ENGINE_COMMANDS = ("detect", "serve", "extract", "explain")
+ENGINE_COMMANDS = ("detect", "serve", "extract", "explain", "review")
 
 EXPECTED: dict[str, str] = {
     "int": "a whole number",
@@ -290,6 +290,12 @@ def _bytes(text: str) -> str | None:
     from .plan import bytes_problem  # numpy, as above
 
     return bytes_problem(text)
+
+
+def _group_by(value: str) -> str | None:
+    if value in ("auto", "host") or (value.startswith("meta.") and len(value) > len("meta.")):
+        return None
+    return "must be auto, host or meta.FIELD (a field of the records' meta)"
 
 
 def _engine(name: str, kind: Kind, default: Any, help: Any, **more: Any) -> Option:
@@ -686,9 +692,9 @@ OWN: tuple[Option, ...] = (
         "batch-size",
         "int",
         512,
-        "records fingerprinted together (extract and explain: give detect's, as the "
-        "template model learns a batch at a time)",
-        ("detect", "extract", "explain"),
+        "records fingerprinted together (extract, explain and review: give detect's, as "
+        "the template model learns a batch at a time)",
+        ("detect", "extract", "explain", "review"),
         check=at_least(1),
     ),
     Option(
@@ -727,6 +733,7 @@ OWN: tuple[Option, ...] = (
         PROGRESS,
         "detect",
         "produce",
+        "review",
         "index export",
         "index import",
         "index stats",
@@ -809,7 +816,13 @@ OWN: tuple[Option, ...] = (
     ),
     # eval
     _cli(
-        "decisions", "str", None, "decisions JSONL (from neardup detect)", "eval", positional=True
+        "decisions",
+        "str",
+        None,
+        "decisions JSONL (from neardup detect)",
+        "eval",
+        "review",
+        positional=True,
     ),
     _cli("truth", "str", None, "truth JSONL or JSONL.gz", "eval", positional=True),
     replace(
@@ -856,6 +869,43 @@ OWN: tuple[Option, ...] = (
         check=between(0, 64),
     ),
     _cli("json", "bool", False, "print the scores as one JSON line", "eval", negatable=False),
+    # review
+    _cli(
+        "input",
+        "str",
+        None,
+        "the records (JSONL or JSONL.gz) the decisions were made from; - for stdin",
+        "review",
+        positional=True,
+    ),
+    _cli(
+        "truth",
+        "str",
+        None,
+        "truth JSONL or JSONL.gz (as for eval): adds precision, recall and every false "
+        "positive and negative with its reason",
+        "review",
+        metavar="TRUTH",
+    ),
+    _cli("output", "str", None, "the HTML page to write", "review", aliases=("-o",), required=True),
+    _cli(
+        "group-by",
+        "str",
+        "auto",
+        "group the duplicate rates by the host of each record's url (host), by a field of "
+        "its meta (meta.FIELD), or auto: the host, else the meta field source",
+        "review",
+        metavar="auto|host|meta.FIELD",
+        check=_group_by,
+    ),
+    _cli(
+        "top",
+        "int",
+        50,
+        "pairs a list of the page shows at most (and groups, in the table of sources)",
+        "review",
+        check=between(1, 10_000),
+    ),
     # plan
     _cli(
         "docs",
@@ -1307,6 +1357,17 @@ COMMANDS: tuple[Command, ...] = (
         "apply is null. The reasons: exact_copy, above_threshold, below_threshold, "
         "beyond_k, no_shared_table, different_spaces, same_id, text_gone, "
         "nothing_to_compare.",
+    ),
+    Command(
+        "review",
+        "an HTML page of what a run decided, to choose its threshold and radius",
+        "Read the decisions of `neardup detect` and the records they were made from (as "
+        "detect reads them: give the same engine options) and write one self-contained "
+        "HTML page: the distributions of Hamming distance and literal similarity with the "
+        "threshold and k drawn, the pairs nearest the threshold on both sides with their "
+        "word diffs, what raising or lowering each knob would change, the clusters and the "
+        "duplicate rates by host; with --truth, precision and recall and every false "
+        "positive and negative with why it went that way.",
     ),
     Command("fit-idf", "build a frozen, versioned IDF table from a corpus"),
     Command(

@@ -9,6 +9,7 @@
   ops/stack.sh restart-redis-cluster  stop and start the cluster's nodes, keeping data and slots
   ops/stack.sh env                    print `export NEARDUP_...=` lines (endpoints, users, certs)
   ops/stack.sh install                only install / fetch what is missing (Redis, openssl, jars)
+  ops/stack.sh browser                install Chromium and its driver when missing (tests/browser)
 
 What runs, on 127.0.0.1 (each service's configuration files are in ops/<service>/):
   Kafka 4.2, one KRaft node  9092 PLAINTEXT, 9093 controller, 9094 SASL_PLAINTEXT, 9095 SASL_SSL;
@@ -1277,6 +1278,12 @@ class Stack:
         libs = self.installer.kafka_libs()
         log(f"installed: redis-server, openssl, java 17+; Kafka jars in {libs}")
 
+    def browser(self) -> None:
+        """Debian's Chromium and chromedriver, for the browser tests (tests/browser)."""
+        self.installer.need("chromium", package="chromium")
+        self.installer.need("chromedriver", package="chromium-driver")
+        log("installed: chromium, chromedriver")
+
 
 def main(argv: list[str]) -> int:
     command = argv[0] if argv else ""
@@ -1292,6 +1299,7 @@ def main(argv: list[str]) -> int:
         "restart-redis",
         "restart-redis-cluster",
         "install",
+        "browser",
     ):
         sys.stderr.write((__doc__ or "").split("\n\n")[1] + "\n")  # the usage lines
         return 2

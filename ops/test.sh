@@ -2,7 +2,8 @@
 # Set up and run the whole test suite from a fresh clone:
 #   1. a virtualenv (NEARDUP_STACK_VENV, default .venv) with the package and its dev tools
 #   2. ruff (lint and format) and mypy (strict), which need no server
-#   3. the local Kafka and Redis (ops/stack.sh up), stopped again on exit
+#   3. the local Kafka and Redis (ops/stack.sh up), stopped again on exit, and Chromium for
+#      the browser tests (ops/stack.sh browser: Debian's chromium and chromium-driver)
 #   4. pytest: the unit and the integration tests
 #   5. the README's first command and its Kafka walkthrough, as written, in a fresh clone
 #      (ops/walkthrough.sh), once the suite's stack is down: it starts its own
@@ -43,6 +44,7 @@ echo "[test] mypy" >&2
 "$VENV/bin/mypy"
 "$VENV/bin/mypy" --strict ops/stack.py
 
+bash ops/stack.sh browser
 bash ops/stack.sh up
 trap 'bash ops/stack.sh down' EXIT
 eval "$(bash ops/stack.sh env)"

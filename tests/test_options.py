@@ -352,6 +352,7 @@ def test_per_invocation_options_are_command_line_only() -> None:
         *("latency_seconds", "latency_rate", "memory_docs", "min_df", "threshold", "report"),
         *("json", "ids_file", "id", "measure", "order", "k", "dead_letters", "format"),
         *("memory", "docs", "radius", "sample", "text_window", "profile", "color"),
+        *("group_by", "top"),
     }
     # threshold: eval's is its own (the truth's cut), not the engine's; text_window: plan's
     # is the window it models, not one it keeps
@@ -678,6 +679,7 @@ NEEDED = {
     "bench": ["corpus"],
     "index import": ["file"],
     "plan": ["--docs", "1"],
+    "review": ["decisions", "input", "-o", "page.html"],
 }
 
 
