@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
-from functools import cached_property
+from dataclasses import dataclass, replace
+from functools import cache, cached_property
 from itertools import combinations
 from math import comb
 
@@ -134,6 +134,13 @@ class BlockScheme:
         )
         return cls(name=spec, k=k, tables=tables, radius=radius)
 
+    def widened(self, k: int) -> BlockScheme:
+        """The same tables read at one probe radius more (each key's neighbours within
+        1 bit, for a table of plain keys), filtered to distance k: a lookup wider than the
+        tables were laid out for, which finds most pairs within k, not every one
+        (detector.radius)."""
+        return _widened(self, k)
+
     @cached_property
     def flips(self) -> list[np.ndarray]:
         """Per table, the masks a lookup XORs into the key (0 first: the key itself)."""
@@ -234,3 +241,10 @@ class BlockScheme:
             f"{self.name}: k={self.k}, {len(self.tables)} tables, "
             f"{min(bits)}-{max(bits)}-bit keys{probe}"
         )
+
+
+@cache
+def _widened(scheme: BlockScheme, k: int) -> BlockScheme:
+    return replace(
+        scheme, name=f"{scheme.name}+r{scheme.radius + 1}", k=k, radius=scheme.radius + 1
+    )

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 
 import numpy as np
 
-from . import __version__
+from . import __version__, radius
 from .blocks import BlockScheme
 from .engine import Engine, Print
 from .errors import Contention
@@ -51,6 +51,7 @@ class Detector:
         keep_previous: bool = False,
         extractor: Extractor | None = None,
         vector_scheme: BlockScheme | None = None,
+        short_k: int = radius.WIDEST,
     ) -> None:
         self.engine = engine
         self.index = index
@@ -59,6 +60,8 @@ class Detector:
         self.vector_scheme = vector_scheme or default_vector_scheme()
         self.literal = literal
         self.max_candidates = max_candidates
+        self.short_k = short_k  # the widest radius of a short text's lookup (radius.py)
+        self.wide_lookups = 0  # short texts looked up past the scheme's k
         # A re-fetch replaces the version before it; keep_previous keeps that one as a
         # candidate until retention (a copy of the old text is then still a duplicate).
         self.keep_previous = keep_previous
@@ -118,8 +121,14 @@ class Detector:
         self.literal.new_batch()
         with stage("decide/decisions"):
             prior = self.index.decisions([d.id for d in docs])
+        ks = self._radii(prints)
         with stage("decide/lookup"):
-            found = self.index.lookup([Query(p.space, p.fingerprint, p.digest) for p in prints])
+            found = self.index.lookup(
+                [
+                    Query(p.space, p.fingerprint, p.digest, k if k > self.scheme.k else None)
+                    for p, k in zip(prints, ks, strict=True)
+                ]
+            )
         # One clock reading for the batch's decisions (one a record cost 3% of a vector
         # record's time), taken after the lookup: whatever the lookup found was decided
         # before it, so a duplicate is never dated before the record it names.
@@ -137,7 +146,7 @@ class Detector:
         with stage("decide/sketch"):
             sketches = self._sketches(prints)
         with stage("decide/near"):
-            near = self._near_in_batch(prints)
+            near = self._near_in_batch(prints, ks)
         with stage("decide/verify"):
             items, stales = self._verified(docs, prints, found, prior, near, sketches)
         with stage("decide/clusters"):
@@ -252,11 +261,24 @@ class Detector:
             for doc_id, s in self.index.sketches(missing).items():
                 self.literal.remember_sketch(doc_id, s)
 
-    def _near_in_batch(self, prints: list[Print]) -> dict[int, list[tuple[int, int]]]:
-        """For each document, the earlier ones of the batch within distance k."""
+    def _radii(self, prints: list[Print]) -> list[int]:
+        """Each document's lookup radius: its space's k, or a short text's own (wider)."""
+        out = []
+        for p in prints:
+            k = self.k(p.space)
+            if p.vector is None and len(p.shingles) < radius.SHORT_WORDS and self.short_k > k:
+                k = radius.radius(p.text, self.engine.featurizer.weights, k, self.short_k)
+                self.wide_lookups += k > self.scheme.k
+            out.append(k)
+        return out
+
+    def _near_in_batch(
+        self, prints: list[Print], radii: list[int]
+    ) -> dict[int, list[tuple[int, int]]]:
+        """For each document, the earlier ones of the batch within its radius."""
         fps = np.array([p.fingerprint for p in prints], np.uint64)
         spaces = np.array([p.space for p in prints])
-        ks = np.array([self.k(p.space) for p in prints])
+        ks = np.array(radii)
         out: dict[int, list[tuple[int, int]]] = {}
         for top in range(0, len(fps), 1024):  # row blocks keep a large batch's matrix small
             rows = np.arange(top, min(top + 1024, len(fps)))

@@ -366,6 +366,15 @@ ENGINE: tuple[Option, ...] = (
         check=at_least(1),  # 0 would verify none: near-duplicates silently never found
     ),
     _engine(
+        "short-k",
+        "int",
+        10,
+        "widest Hamming radius of a short text's lookup: a text of under 150 words is looked "
+        "up to the distance of its one-word-changed copies (from the weight of its words), "
+        "its tables read at one probe radius more; the scheme's k turns it off",
+        check=between(0, 32),
+    ),
+    _engine(
         "vector-seed",
         "int",
         0,

@@ -36,6 +36,7 @@ class EngineSettings:
     threshold: float = DEFAULT_THRESHOLD
     literal_shingle: int = default("literal-shingle")
     max_candidates: int = default("max-candidates")
+    short_k: int = default("short-k")
     vector_seed: int = default("vector-seed")
     cosine: float = default("cosine")
     vector_recall: float = default("vector-recall")
@@ -106,6 +107,7 @@ class EngineSettings:
             keep_previous=self.keep_old_versions,
             extractor=self.extractor(index),
             vector_scheme=self.vector_block_scheme(),
+            short_k=self.short_k,
         )
 
     def extractor(self, index: Index) -> Extractor:

@@ -44,6 +44,12 @@ def scheme_for(space: str, text: BlockScheme, vectors: BlockScheme | None) -> Bl
     return vectors if vectors is not None and space.startswith("v") else text
 
 
+def lookup_scheme(scheme: BlockScheme, k: int | None) -> BlockScheme:
+    """The scheme a query of radius `k` reads: the space's own, or for a wider k the same
+    tables probed at radius 1 (BlockScheme.widened)."""
+    return scheme if k is None or k <= scheme.k else scheme.widened(k)
+
+
 def record_of(version: str) -> tuple[str, int]:
     """(record id, revision) of an indexed version's name."""
     doc_id, _, revision = version.partition(VERSION_MARK)
@@ -77,6 +83,9 @@ class Query:
     space: str
     fingerprint: int
     digest: str
+    # A radius wider than the space's scheme's (a short text: detector.radius): its
+    # tables are read at probe radius 1 besides their own key, and candidates kept to k.
+    k: int | None = None
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,7 @@ from . import (
     Entry,
     Found,
     Query,
+    lookup_scheme,
     scheme_for,
     text_kept,
     version_id,
@@ -133,23 +134,28 @@ class MemoryIndex:
 
     def lookup(self, queries: Sequence[Query]) -> list[Found]:
         near: list[list[Candidate]] = [[] for _ in queries]
-        for name, space in self._spaces.items():
-            rows = [i for i, q in enumerate(queries) if q.space == name]
-            if rows:
-                for i, cands in zip(
-                    rows, self._near(space, [queries[i].fingerprint for i in rows]), strict=True
-                ):
-                    near[i] = cands
+        groups: dict[tuple[str, int | None], list[int]] = {}
+        for i, q in enumerate(queries):
+            if q.space in self._spaces:
+                groups.setdefault((q.space, q.k), []).append(i)
+        for (name, k), rows in groups.items():
+            space = self._spaces[name]
+            scheme = lookup_scheme(space.scheme, k)
+            fingerprints = [queries[i].fingerprint for i in rows]
+            for i, cands in zip(rows, self._near(space, fingerprints, scheme), strict=True):
+                near[i] = cands
         return [Found(self._digests.get(q.digest), c) for q, c in zip(queries, near, strict=True)]
 
-    def _near(self, space: _Space, fingerprints: list[int]) -> list[list[Candidate]]:
+    def _near(
+        self, space: _Space, fingerprints: list[int], scheme: BlockScheme
+    ) -> list[list[Candidate]]:
         q = np.array(fingerprints, np.uint64)
         fps = space.array()
         if NEAR is not None:
-            bounds, pos, dist = self._pairs_native(space, q, fps)
+            bounds, pos, dist = self._pairs_native(space, q, fps, scheme)
             query = np.repeat(np.arange(len(q)), np.diff(bounds))
         else:
-            query, pos, dist = self._pairs(space, q, fps)
+            query, pos, dist = self._pairs(space, q, fps, scheme)
         out: list[list[Candidate]] = [[] for _ in fingerprints]
         for i, p, d in zip(query.tolist(), pos.tolist(), dist.tolist(), strict=True):
             out[i].extend(
@@ -160,12 +166,11 @@ class MemoryIndex:
         return out
 
     def _pairs_native(
-        self, space: _Space, q: np.ndarray, fps: np.ndarray
+        self, space: _Space, q: np.ndarray, fps: np.ndarray, scheme: BlockScheme
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """_pairs by the native kernel, which reads the tables in place: (bounds of each
         query's pairs, positions, distances)."""
         assert NEAR is not None
-        scheme = space.scheme
         if space.merged:
             tables, probes = scheme.probe_array(q)
             which = tables.tolist()
@@ -182,11 +187,12 @@ class MemoryIndex:
         )
 
     def _pairs(
-        self, space: _Space, q: np.ndarray, fps: np.ndarray
+        self, space: _Space, q: np.ndarray, fps: np.ndarray, scheme: BlockScheme
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The reference: each query's distinct fingerprints within k (query, position,
-        distance), by query and then position."""
-        scheme, key_type = space.scheme, _key_type(space.scheme)
+        distance), by query and then position; `scheme` is the space's, or the same tables
+        read wider (index.lookup_scheme)."""
+        key_type = _key_type(scheme)
         which: list[np.ndarray] = []  # (query, position) pairs, possibly repeated
         if space.merged:
             tables, probes = scheme.probe_array(q)

@@ -91,6 +91,12 @@ def candidates(found: Found) -> list[Near]:
     return [(c.distance, c.id, c.fingerprint) for c in found.candidates]
 
 
+def _probed(scheme: BlockScheme, a: int, b: int) -> bool:
+    """Whether some table's key of `b` is within the scheme's probe radius of `a`'s."""
+    ka, kb = scheme.keys([a, b])
+    return any((x ^ y).bit_count() <= scheme.radius for x, y in zip(ka, kb, strict=True))
+
+
 def one_table_variants(scheme: BlockScheme, base: int) -> list[int]:
     """For each table, base with k bits flipped outside that table's key, spread over
     every block the table leaves out: only that one table can find it."""
@@ -151,6 +157,28 @@ class IndexContract:
                 assert candidates(f) == brute_force(entries, q, scheme.k), (
                     f"query {q:016x}, scheme {scheme.name}, commits cut at {cuts}"
                 )
+
+    @fixtured(max_examples=20)
+    @given(data=st.data())
+    def test_a_wider_query_finds_what_its_probes_reach_within_its_k(
+        self, make_index: MakeIndex, scheme: BlockScheme, data: st.DataObject
+    ) -> None:
+        """A short text's query, its k past the scheme's (detector.radius): every candidate
+        is within that k, and every stored fingerprint within it that some table's key
+        holds within one probe bit more than the scheme's is a candidate."""
+        k = data.draw(st.integers(scheme.k + 1, scheme.k + 5), label="k")
+        stored = data.draw(clustered(k), label="stored")
+        queries = data.draw(clustered(k, max_size=10), label="queries") + stored[:3]
+        entries = [entry(f"s{i:02d}", fp) for i, fp in enumerate(stored)]
+        index = make_index(scheme)
+        add(index, entries)
+        wide = scheme.widened(k)
+        found = index.lookup([Query("t", q, "no such digest", k) for q in queries])
+        for q, f in zip(queries, found, strict=True):
+            got, within = candidates(f), brute_force(entries, q, k)
+            assert set(got) <= set(within) and got == sorted(got)
+            reached = [n for n in within if _probed(wide, q, n[2])]
+            assert set(reached) <= set(got), f"query {q:016x}, {wide.name} to k {k}"
 
     @pytest.mark.parametrize("base", [0, 2**64 - 1, 0x0123456789ABCDEF, 0xF0F0F0F00F0F0F0F])
     def test_lookup_finds_pairs_that_only_one_table_can_find(

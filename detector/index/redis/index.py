@@ -34,6 +34,7 @@ from .. import (
     Entry,
     Found,
     Query,
+    lookup_scheme,
     record_of,
     scheme_for,
     text_kept,
@@ -409,22 +410,27 @@ class RedisIndex:
         """The buckets a lookup reads, query by query: where each query's buckets start
         (and a last entry where the last one's end), the spaces, and each bucket's space
         (a position in them), table and key."""
-        groups = _by_space([q.space for q in queries])
-        probed = {}  # space -> (tables, keys), one row per query of the space
+        groups: dict[tuple[str, int | None], list[int]] = {}
+        for i, q in enumerate(queries):
+            groups.setdefault((q.space, q.k), []).append(i)
+        names = list(dict.fromkeys(space for space, _ in groups))
+        probed = {}  # (space, k) -> (tables, keys), one row per query of the group
         counts = np.zeros(len(queries), np.intp)
-        for space, rows in groups.items():
-            scheme = self.scheme_for(space)
+        for (space, k), rows in groups.items():
+            scheme = lookup_scheme(self.scheme_for(space), k)
             tables, keys = scheme.probe_array([queries[i].fingerprint for i in rows])
-            probed[space] = (np.broadcast_to(tables, keys.shape), keys)
+            probed[space, k] = (np.broadcast_to(tables, keys.shape), keys)
             counts[rows] = keys.shape[1]
         starts = np.concatenate(([0], np.cumsum(counts)))
         all_tables = np.zeros(starts[-1], np.int64)
         all_keys = np.zeros(starts[-1], np.uint64)
         all_spaces = np.zeros(starts[-1], np.int64)
-        for n, (space, (tables, keys)) in enumerate(probed.items()):
-            at = (starts[groups[space]][:, None] + np.arange(keys.shape[1])[None, :]).ravel()
-            all_tables[at], all_keys[at], all_spaces[at] = tables.ravel(), keys.ravel(), n
-        return starts.tolist(), list(probed), all_spaces, all_tables, all_keys
+        for (space, k), (tables, keys) in probed.items():
+            rows = groups[space, k]
+            at = (starts[rows][:, None] + np.arange(keys.shape[1])[None, :]).ravel()
+            all_tables[at], all_keys[at] = tables.ravel(), keys.ravel()
+            all_spaces[at] = names.index(space)
+        return starts.tolist(), names, all_spaces, all_tables, all_keys
 
     def _read_buckets(
         self, batch: Any, names: list[str], spaces: np.ndarray, tables: np.ndarray, keys: np.ndarray
@@ -553,7 +559,7 @@ class RedisIndex:
         cost more in calls than in work."""
         cutoff = snap.cutoff
         qfps = np.array([q.fingerprint for q in queries], np.uint64)
-        ks = np.array([self.scheme_for(q.space).k for q in queries], np.int64)
+        ks = np.array([q.k or self.scheme_for(q.space).k for q in queries], np.int64)
         owner = np.repeat(np.arange(len(queries)), np.diff(offsets))  # entries are by query
         keep = (np.bitwise_count(fps ^ qfps[owner]) <= ks[owner]) & (nums > cutoff)
         near: list[dict[int, int]] = [{} for _ in queries]
