@@ -33,6 +33,7 @@ import numpy as np
 
 from .blocks import BITS, MAX_PROBES, MAX_TABLES, BlockScheme, probe_radius
 from .errors import ConfigError
+from .radius import WIDEST
 
 MAX_PLANNED_BUCKET = 512  # entries a bucket may hold on average at N: "a few hundred"
 MAX_LOOKUP_ENTRIES = 2_000  # entries a lookup may read at N (issue 19's target)
@@ -274,6 +275,8 @@ class Row:
     primaries: int | None = None
     excluded: list[str] = field(default_factory=list)
     default: bool = False
+    # a short text's lookup (detector.radius): the same tables read one probe bit further
+    short: tuple[int, float, float] = (0, 0.0, 0.0)  # bucket reads, entries, CPU us a doc
 
     @property
     def total(self) -> float:
@@ -305,6 +308,11 @@ class Row:
             "cluster_primaries": self.primaries,
             "excluded": self.excluded,
             "default": self.default,
+            "short_text_lookup": {
+                "bucket_reads": self.short[0],
+                "entries_per_lookup": round(self.short[1], 1),
+                "cpu_us_per_doc": round(self.short[2], 1),
+            },
         }
 
 
@@ -520,6 +528,7 @@ def plan(
     progress: Callable[[str], None] | None = None,
     recall: bool = True,
     window: int | None = None,
+    short_k: int = WIDEST,
 ) -> Plan:
     """The layouts for `docs` documents that find every pair within `radius`, best first
     (fewest bytes a document, then least CPU): those whose buckets hold at most
@@ -537,6 +546,8 @@ def plan(
     left: list[Row] = []
     for scheme in schemes.values():
         r = row(scheme, docs, max_bucket, costs, window)
+        wide = row(scheme.widened(max(short_k, scheme.k)), docs, max_bucket, costs, window)
+        r.short = (wide.probes, wide.entries, wide.cpu_us)
         r.default = scheme.name == default.name
         if scheme.k < radius:
             r.excluded.append(f"K={scheme.k} is below the radius {radius}")
@@ -613,6 +624,7 @@ COLUMNS = (
     ("entries/lookup", ">"),
     ("cmds/doc", ">"),
     ("CPU us/doc", ">"),
+    ("short: reads/entries/us", ">"),
 )
 
 
@@ -629,6 +641,7 @@ def _cells(r: Row, radius: int, sample: bool, memory: bool) -> list[str]:
         f"{r.entries:,.0f}",
         f"{r.commands:.0f}",
         f"{r.cpu_us:,.0f}",
+        f"{r.short[0]:,}/{r.short[1]:,.0f}/{r.short[2]:,.0f}",
     ]
     cells += [f"{r.found.get(d, float('nan')):.3f}" for d in (radius + 1, radius + 2)]
     cells.append("-" if r.recall is None else f"{r.recall:.3f}")
@@ -686,6 +699,10 @@ def render(p: Plan) -> str:
         "--max-bucket)), Redis commands and server CPU a document. Measured: "
         + "; ".join(f"{k}: {v}" for k, v in MEASURED.items())
         + ".",
+        "short: a text of under 150 words is looked up to its own radius, at most "
+        f"{WIDEST} (detector/radius.py), the same tables read one probe bit further: "
+        "its bucket reads, entries and CPU us a document; a long text's are the columns "
+        "before.",
         f"found d=: chance a pair at that distance is found (Monte Carlo, {MC_PAIRS:,} "
         f"random pairs; 1 within a scheme's K); recall: of pairs at angle pi*{p.radius}/64 "
         f"(distance ~ Binomial(64, {p.radius}/64)).",

@@ -328,3 +328,14 @@ def test_a_text_window_counts_texts_for_the_newest_and_a_sketch_for_the_rest() -
     assert made.default_row.bytes["tx"] == pytest.approx(P.text_bytes(10**8, 10**7))
     assert made.to_dict()["text_window"] == 10**7
     assert "--text-window" in P.render(made)
+
+
+def test_a_short_texts_lookup_is_planned_beside_the_long_ones() -> None:
+    """A short text reads every table one probe bit further (detector.radius): for 28
+    tables of 16-bit keys, 28 x 17 bucket reads and that many times a bucket's entries."""
+    got = P.plan(1_000_000, show=40, recall=False)
+    k6b8 = next(r for r in got.rows + got.excluded if r.scheme == "k6-b8")
+    reads, entries, cpu = k6b8.short
+    assert (k6b8.probes, reads) == (28, 28 * 17)
+    assert entries == pytest.approx(17 * k6b8.entries) and cpu > k6b8.cpu_us
+    assert k6b8.to_dict()["short_text_lookup"]["bucket_reads"] == 476
