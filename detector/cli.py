@@ -678,6 +678,7 @@ def _serve(args: argparse.Namespace) -> int:
     import logging
     import os
     import socket
+    from pathlib import Path
 
     from .index.redis import RedisIndex, maintenance
     from .index.redis.connect import check as check_redis
@@ -702,7 +703,16 @@ def _serve(args: argparse.Namespace) -> int:
     kafka = _kafka_settings(args, f"neardup-{socket.gethostname()}-{os.getpid()}")
     health = Health()
     if args.metrics_port:
-        serve_http(args.metrics_host, args.metrics_port, health)
+        http = serve_http(args.metrics_host, args.metrics_port, health, args.metrics_port_count)
+        taken = http.server_address[1]
+        logging.getLogger("neardup.serve").info(
+            "/metrics, /livez and /readyz on http://%s:%d", args.metrics_host, taken
+        )
+        if args.metrics_port_file:
+            try:
+                Path(args.metrics_port_file).write_text(f"{taken}\n")
+            except OSError as exc:
+                raise ConfigError(f"--metrics-port-file {args.metrics_port_file}: {exc}") from None
     # Servers that are away are waited for, up to --startup-timeout in all; a refused
     # password, an untrusted certificate, an unknown host or a port that is not the
     # server's is a ConfigError, which ends serve (status 2) at once. (A cluster client

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import threading
 import time
@@ -9,6 +10,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, Histogram, generate_latest
+
+from .errors import ConfigError
 
 RECORDS_IN = Counter("neardup_records_in_total", "Input records consumed")
 DECISIONS = Counter("neardup_decisions_total", "Decisions published", ["decision"])
@@ -132,9 +135,10 @@ class Health:
         }
 
 
-def serve_http(host: str, port: int, health: Health) -> ThreadingHTTPServer:
+def serve_http(host: str, port: int, health: Health, count: int = 1) -> ThreadingHTTPServer:
     """GET /metrics (Prometheus), and /livez, /readyz and /healthz (= /readyz): 200 or 503
-    with a JSON body, in a daemon thread."""
+    with a JSON body, in a daemon thread, on the first free port of PORT .. PORT+COUNT-1
+    (`server_address` says which). ConfigError when none is free."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
@@ -159,6 +163,17 @@ def serve_http(host: str, port: int, health: Health) -> ThreadingHTTPServer:
         def log_message(self, format: str, *args: Any) -> None:
             pass  # scrapes every few seconds would drown the log
 
-    server = ThreadingHTTPServer((host, port), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True, name="metrics").start()
-    return server
+    for candidate in range(port, port + count):
+        try:
+            server = ThreadingHTTPServer((host, candidate), Handler)
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE:
+                raise ConfigError(f"--metrics-port {candidate} on {host}: {exc.strerror}") from None
+            continue
+        threading.Thread(target=server.serve_forever, daemon=True, name="metrics").start()
+        return server
+    ports = f"{port}" if count == 1 else f"{port}-{port + count - 1}"
+    raise ConfigError(
+        f"the metrics port{'s' if count > 1 else ''} {ports} on {host} "
+        f"{'are all' if count > 1 else 'is'} in use (--metrics-port, --metrics-port-count)"
+    )

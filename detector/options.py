@@ -1131,6 +1131,25 @@ OWN: tuple[Option, ...] = (
         check=PORT,
     ),
     Option(
+        "metrics-port-count",
+        "int",
+        1,
+        "how many ports, from --metrics-port on, serve may take the first free one of and log "
+        "it: processes sharing a network (containers on the host's) each get their own",
+        ("serve",),
+        metavar="N",
+        check=at_least(1),
+    ),
+    Option(
+        "metrics-port-file",
+        "str",
+        "",
+        "a file to write the metrics port taken into, as soon as it listens (for a health "
+        "check of this process: a container's)",
+        ("serve",),
+        metavar="PATH",
+    ),
+    Option(
         "metrics-host",
         "str",
         "127.0.0.1",

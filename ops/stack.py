@@ -33,8 +33,8 @@ option of the product); give every command the same values.
   NEARDUP_STACK_KAFKA_SASL_SSL_PORT     SASL_SSL listener                 (9095)
   NEARDUP_STACK_KAFKA_USER              the SASL user                     (neardup)
   NEARDUP_STACK_KAFKA_PASSWORD          its password, of A-Za-z0-9._~@%+:/!-  (random, kept)
-  NEARDUP_STACK_KAFKA_HEAP_OPTS         broker heap, split on spaces      (-Xms256m -Xmx512m)
-  NEARDUP_STACK_KAFKA_JVM_OPTS          other broker JVM flags, split on spaces (KAFKA_JVM_OPTS)
+  NEARDUP_STACK_KAFKA_HEAP_OPTS         broker heap, split on spaces      (ops/kafka/jvm.options)
+  NEARDUP_STACK_KAFKA_JVM_OPTS          other broker JVM flags, split on spaces (jvm.options)
   NEARDUP_STACK_KAFKA_EXTRA_CONFIG      server.properties lines, appended last (they win)
   NEARDUP_STACK_KAFKA_CLUSTER_ID        cluster id of fresh storage       (random)
   NEARDUP_STACK_KAFKA_START_TIMEOUT     seconds to wait for the broker    (120)
@@ -74,19 +74,17 @@ from typing import NoReturn
 
 OPS = Path(__file__).resolve().parent
 HOST = "127.0.0.1"  # every server of the stack listens on loopback only
-# Serial GC and a small thread stack suit a 512m broker on 2 cores; CDS is on by default.
-# A thread that writes a heap buffer to a file borrows a direct buffer of its size, and the
-# JDK keeps it cached for that thread, with no bound by default: after a 50 MB and a 100 MB
-# record had gone through two of the broker's threads, the next large append found the
-# direct memory (as large as the heap) used up, and the broker refused the record
-# (OutOfMemoryError: Cannot reserve ... direct buffer memory). A cached buffer of at most
-# 1 MiB a thread keeps the small writes cheap and lets the large ones go back.
-KAFKA_HEAP_OPTS = "-Xms256m -Xmx512m"
-KAFKA_JVM_OPTS = (
-    "-XX:+UseSerialGC -Xss512k -XX:+ExitOnOutOfMemoryError -XX:-UsePerfData"
-    " -Djdk.nio.maxCachedBufferSize=1048576"
-    " -Djava.awt.headless=true -Djava.net.preferIPv4Stack=true"
-)
+
+
+def jvm_options(path: Path) -> tuple[str, str]:
+    """The broker's JVM flags from PATH (ops/kafka/jvm.options, which the Kafka image runs
+    with too): (the heap flags, the others), each as one string of words."""
+    words = [w for line in path.read_text().splitlines() for w in line.partition("#")[0].split()]
+    heap = [w for w in words if w.startswith(("-Xms", "-Xmx"))]
+    return " ".join(heap), " ".join(w for w in words if w not in heap)
+
+
+KAFKA_HEAP_OPTS, KAFKA_JVM_OPTS = jvm_options(OPS / "kafka/jvm.options")
 # The Kafka tools (format, login check, ConfigCommand) live for seconds: a small heap, no C2.
 TOOL_JVM = [
     "-Xmx256m",

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from detector.errors import ConfigError
 from detector.metrics import Health, serve_http
 
 from .helpers import health as get
@@ -73,3 +74,21 @@ def test_metrics_are_served_and_unknown_paths_are_not(endpoint: tuple[Health, in
     with pytest.raises(urllib.error.HTTPError) as e:
         urllib.request.urlopen(f"http://127.0.0.1:{port}/nothing", timeout=5)
     assert e.value.code == 404
+
+
+def test_a_taken_port_moves_on_within_the_count_and_none_free_is_a_config_error(
+    endpoint: tuple[Health, int],
+) -> None:
+    """Detectors on one network (containers on the host's) each take the first free port
+    of --metrics-port .. + --metrics-port-count - 1."""
+    health, taken = endpoint
+    with pytest.raises(ConfigError, match=f"metrics port {taken} on 127.0.0.1 is in use"):
+        serve_http("127.0.0.1", taken, health)
+    other = serve_http("127.0.0.1", taken, health, count=3)
+    try:
+        port = other.server_address[1]
+        assert taken < port <= taken + 2
+        assert get(port, "/livez")[0] == 200
+    finally:
+        other.shutdown()
+        other.server_close()

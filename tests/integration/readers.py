@@ -68,12 +68,19 @@ class TopicReader:
     """Reads a topic from its beginning without a group (nothing is committed), and keeps
     every record it has seen, in arrival order, with the reader's notes on where it was:
     `_partition`, `_offset` and `_key` (see without_notes). read_committed: only records
-    of committed transactions (serve --exactly-once's); else aborted ones too."""
+    of committed transactions (serve --exactly-once's); else aborted ones too. `bootstrap`:
+    another Kafka than the suite's (tests/docker's compose one)."""
 
-    def __init__(self, topic: str, partitions: int = 1, read_committed: bool = False) -> None:
+    def __init__(
+        self,
+        topic: str,
+        partitions: int = 1,
+        read_committed: bool = False,
+        bootstrap: str = BOOTSTRAP,
+    ) -> None:
         self.topic = topic
         self.consumer = KafkaConsumer(
-            bootstrap_servers=BOOTSTRAP.split(","),
+            bootstrap_servers=bootstrap.split(","),
             group_id=None,
             enable_auto_commit=False,
             auto_offset_reset="earliest",
