@@ -1,6 +1,7 @@
 """tests/docker: docker-compose.yml run for real, on a Docker engine with the three images
-built (`bash ops/docker.sh all`). Collected only with NEARDUP_STACK_DOCKER=1, the switch with
-which ops/test.sh sets the engine up and runs them: without an engine they could only fail.
+built (`bash ops/docker.sh all`). Collected only with NEARDUP_STACK_DOCKER=1, which
+ops/test.sh sets (unless told 0) when it sets the engine up and runs them: without an
+engine they could only fail.
 Their own servers are the compose project's (tests/integration's conftest needs ops/stack.sh's).
 At the end of the run: how long each phase took, and the images' sizes."""
 
