@@ -141,6 +141,12 @@ class BlockScheme:
         (detector.radius)."""
         return _widened(self, k)
 
+    def reaches(self, a: int, b: int) -> bool:
+        """Whether a lookup of `a` reads a bucket holding `b`: some table's keys of the two
+        within the probe radius (the same key, for a scheme not probed)."""
+        ka, kb = self.keys([a, b])
+        return any((x ^ y).bit_count() <= self.radius for x, y in zip(ka, kb, strict=True))
+
     @cached_property
     def flips(self) -> list[np.ndarray]:
         """Per table, the masks a lookup XORs into the key (0 first: the key itself)."""

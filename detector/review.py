@@ -860,7 +860,7 @@ def miss(
         reason = CUT if r.page or partner.page else BELOW
     elif distance > scheme.k:
         note, reason = f"{apart}; {ours}", NO_TABLE
-    elif not shares_key(scheme, r.fingerprint, partner.fingerprint):
+    elif not scheme.reaches(r.fingerprint, partner.fingerprint):
         note, reason = f"{apart}, but no block key shared; {ours}", NO_TABLE
     elif nearer >= settings.max_candidates:
         note = (
@@ -872,13 +872,6 @@ def miss(
         note = f"{apart}; {ours}: within reach and above the threshold"
         reason = PASSED_OVER
     return Pair(r, partner, distance, sim, note, reason, truth)
-
-
-def shares_key(scheme: BlockScheme, a: int, b: int) -> bool:
-    """Whether a lookup of `a` reads a bucket holding `b`: a table key in common, or with
-    a probed scheme keys within its radius."""
-    ka, kb = scheme.keys([a, b])
-    return any((x ^ y).bit_count() <= scheme.radius for x, y in zip(ka, kb, strict=True))
 
 
 def _measure(r: Record) -> str:

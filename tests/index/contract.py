@@ -91,12 +91,6 @@ def candidates(found: Found) -> list[Near]:
     return [(c.distance, c.id, c.fingerprint) for c in found.candidates]
 
 
-def _probed(scheme: BlockScheme, a: int, b: int) -> bool:
-    """Whether some table's key of `b` is within the scheme's probe radius of `a`'s."""
-    ka, kb = scheme.keys([a, b])
-    return any((x ^ y).bit_count() <= scheme.radius for x, y in zip(ka, kb, strict=True))
-
-
 def one_table_variants(scheme: BlockScheme, base: int) -> list[int]:
     """For each table, base with k bits flipped outside that table's key, spread over
     every block the table leaves out: only that one table can find it."""
@@ -177,7 +171,7 @@ class IndexContract:
         for q, f in zip(queries, found, strict=True):
             got, within = candidates(f), brute_force(entries, q, k)
             assert set(got) <= set(within) and got == sorted(got)
-            reached = [n for n in within if _probed(wide, q, n[2])]
+            reached = [n for n in within if wide.reaches(q, n[2])]
             assert set(reached) <= set(got), f"query {q:016x}, {wide.name} to k {k}"
 
     @pytest.mark.parametrize("base", [0, 2**64 - 1, 0x0123456789ABCDEF, 0xF0F0F0F00F0F0F0F])
