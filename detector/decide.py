@@ -61,7 +61,6 @@ class Detector:
         self.literal = literal
         self.max_candidates = max_candidates
         self.short_k = short_k  # the widest radius of a short text's lookup (radius.py)
-        self.wide_lookups = 0  # short texts looked up past the scheme's k
         # A re-fetch replaces the version before it; keep_previous keeps that one as a
         # candidate until retention (a copy of the old text is then still a duplicate).
         self.keep_previous = keep_previous
@@ -268,7 +267,6 @@ class Detector:
             k = self.k(p.space)
             if p.vector is None and len(p.shingles) < radius.SHORT_WORDS and self.short_k > k:
                 k = radius.radius(p.text, self.engine.featurizer.weights, k, self.short_k)
-                self.wide_lookups += k > self.scheme.k
             out.append(k)
         return out
 
