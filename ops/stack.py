@@ -498,10 +498,12 @@ class Tls:
     the host name) and a client certificate, PEM with unencrypted keys. Made with openssl and
     ops/tls/openssl.cnf on the first `up`, reused while valid."""
 
+    CA, SERVER, SERVER_KEY = "ca.crt", "server.crt", "server.key"
+
     def __init__(self, s: Settings) -> None:
         self.dir = s.state / "tls"
-        self.ca, self.ca_key = self.dir / "ca.crt", self.dir / "ca.key"
-        self.server, self.server_key = self.dir / "server.crt", self.dir / "server.key"
+        self.ca, self.ca_key = self.dir / self.CA, self.dir / "ca.key"
+        self.server, self.server_key = self.dir / self.SERVER, self.dir / self.SERVER_KEY
         self.client, self.client_key = self.dir / "client.crt", self.dir / "client.key"
 
     def valid(self) -> bool:
@@ -1026,35 +1028,44 @@ class Redis(RedisServer):
     def __init__(self, s: Settings) -> None:
         super().__init__(s, "Redis", s.state / "redis", (s.redis_port, s.redis_tls_port))
 
-    def start(self, c: Credentials, tls: Tls) -> None:
-        acl, s = self.dir / "users.acl", self.s
+    @staticmethod
+    def users(c: Credentials) -> str:
+        """The ACL file: ops/redis/users.acl filled in, without its comments (an ACL file has
+        none)."""
         users = render(
             OPS / "redis/users.acl",
             {"REDIS_USER": c.redis_user, "REDIS_PASSWORD_SHA256": sha256(c.redis_password)},
         )
-        # an ACL file has no comments
-        write(
-            acl, "".join(line for line in users.splitlines(True) if line[:1] != "#"), private=True
-        )
+        return "".join(line for line in users.splitlines(True) if line[:1] != "#")
+
+    @staticmethod
+    def arguments(s: Settings, dir: Path, tls: Path, acl: Path) -> list[str]:
+        """redis-server's arguments after the configuration files: the ports, the data DIR,
+        the certificates of the TLS directory and the ACL file (paths on the machine, or in a
+        container: tests/integration/servers.py runs the same server in one)."""
+        return [
+            "--port",
+            str(s.redis_port),
+            "--tls-port",
+            str(s.redis_tls_port),
+            "--dir",
+            str(dir),
+            "--tls-cert-file",
+            str(tls / Tls.SERVER),
+            "--tls-key-file",
+            str(tls / Tls.SERVER_KEY),
+            "--tls-ca-cert-file",
+            str(tls / Tls.CA),
+            "--aclfile",
+            str(acl),
+        ]
+
+    def start(self, c: Credentials, tls: Tls) -> None:
+        acl, s = self.dir / "users.acl", self.s
+        write(acl, self.users(c), private=True)
         self.launch(
             OPS / "redis/redis.conf",
-            [
-                "--port",
-                str(s.redis_port),
-                "--tls-port",
-                str(s.redis_tls_port),
-                "--dir",
-                str(self.dir),
-                "--tls-cert-file",
-                str(tls.server),
-                "--tls-key-file",
-                str(tls.server_key),
-                "--tls-ca-cert-file",
-                str(tls.ca),
-                "--aclfile",
-                str(acl),
-                *s.redis_args,
-            ],
+            [*self.arguments(s, self.dir, tls.dir, acl), *s.redis_args],
             f"tls {tls.digest()}",
         )  # NEARDUP_STACK_REDIS_ARGS last: they win
         if self.proc is not None:
@@ -1094,6 +1105,28 @@ class Cluster:
         ]
 
     @staticmethod
+    def arguments(port: int, bus: int, dir: Path) -> list[str]:
+        """A node's arguments after cluster-node.conf: its ports and its data DIR (on the
+        machine, or in a container)."""
+        return [
+            "--port",
+            str(port),
+            "--cluster-port",
+            str(bus),
+            "--dir",
+            str(dir),
+            "--cluster-config-file",
+            str(dir / "nodes.conf"),
+        ]
+
+    @staticmethod
+    def create_command(ports: Sequence[int]) -> list[str]:
+        """redis-cli's command that makes the cluster of fresh nodes: three primaries."""
+        addresses = [f"{HOST}:{port}" for port in ports]
+        return ["redis-cli", "--cluster", "create", *addresses, "--cluster-replicas", "0",
+                "--cluster-yes"]  # fmt: skip
+
+    @staticmethod
     def info(port: int) -> dict[str, str]:
         text = redis_cli(port, "CLUSTER", "INFO")
         return dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
@@ -1101,19 +1134,7 @@ class Cluster:
     def start(self) -> None:
         for node in self.nodes:  # all three boot at once, then each is waited for
             port, bus = node.ports
-            node.launch(
-                OPS / "redis/cluster-node.conf",
-                [
-                    "--port",
-                    str(port),
-                    "--cluster-port",
-                    str(bus),
-                    "--dir",
-                    str(node.dir),
-                    "--cluster-config-file",
-                    str(node.dir / "nodes.conf"),
-                ],
-            )
+            node.launch(OPS / "redis/cluster-node.conf", self.arguments(port, bus, node.dir))
         for node in self.nodes:
             node.wait()
         # create it if every node is new (knows only itself, holds no slots)
@@ -1126,18 +1147,7 @@ class Cluster:
         )
         if fresh == 3:
             log(f"creating the Redis Cluster of {' '.join(addresses)} (log: {out})")
-            if not run_logged(
-                [
-                    "redis-cli",
-                    "--cluster",
-                    "create",
-                    *addresses,
-                    "--cluster-replicas",
-                    "0",
-                    "--cluster-yes",
-                ],
-                out,
-            ):
+            if not run_logged(self.create_command(self.s.cluster_ports), out):
                 fail("redis-cli --cluster create failed", (out, 30))
         elif fresh:
             fail(

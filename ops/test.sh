@@ -1,16 +1,23 @@
 #!/usr/bin/env bash
-# Set up and run the whole test suite from a fresh clone:
+# Set up and run the whole test suite from a fresh clone (CI runs exactly this):
 #   1. a virtualenv (NEARDUP_STACK_VENV, default .venv) with the package and its dev tools
 #   2. ruff (lint and format) and mypy (strict), which need no server
-#   3. the local Kafka and Redis (ops/stack.sh up), stopped again on exit, and Chromium for
-#      the browser tests (ops/stack.sh browser: Debian's chromium and chromium-driver)
-#   4. pytest: the unit and the integration tests
+#   3. Chromium for the browser tests (ops/stack.sh browser: Debian's chromium and driver)
+#   4. two runs of the integration suite at once, on two sets of servers
+#      (tests/integration/servers.py, NEARDUP_STACK_SERVERS):
+#        ops         the unit tests and the integration suite on ops/stack.sh's servers
+#        containers  the integration suite on testcontainers of the project's images, once
+#                    ops/docker.sh all (Docker engine, base image, images) has built them;
+#                    its output goes to a log, printed when it ends
 #   5. the README's first command and its Kafka walkthrough, as written, in a fresh clone
 #      (ops/walkthrough.sh), once the suite's stack is down: it starts its own
-#   6. the Docker engine, base image and images (ops/docker.sh all), docker-compose.yml for
-#      real (tests/docker), then ops/docker.sh down: about 4.5 minutes from a cold machine;
-#      NEARDUP_STACK_DOCKER=0 leaves it out (a machine where no Docker engine can run)
-# Extra arguments go to pytest, e.g. ops/test.sh -k blocks -x (and skip step 5)
+#   6. docker-compose.yml for real (tests/docker), then ops/docker.sh down
+# NEARDUP_STACK_DOCKER=0 leaves out what needs Docker (the containers run and step 6), for a
+# machine where no Docker engine can run.
+#
+#   ops/test.sh --unit        steps 1-3 and the unit tests alone: no server, no Docker
+#   ops/test.sh PYTEST_ARGS   steps 1-3, then pytest PYTEST_ARGS on ops/stack.sh's servers
+#                             (e.g. ops/test.sh tests/integration/test_faults.py -x)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -48,26 +55,57 @@ echo "[test] mypy" >&2
 "$VENV/bin/mypy" --strict ops/stack.py
 
 bash ops/stack.sh browser
-bash ops/stack.sh up
-trap 'bash ops/stack.sh down' EXIT
-eval "$(bash ops/stack.sh env)"
+pytest=("$VENV/bin/python" -m pytest)
 
-echo "[test] pytest" >&2
-# tests/docker needs the Docker engine of step 6, not this stack
-"$VENV/bin/python" -m pytest --ignore=tests/docker "$@"
-
-if [[ $# -eq 0 ]]; then
-  bash ops/stack.sh down
-  trap - EXIT
-  echo "[test] the README's walkthrough" >&2
-  bash ops/walkthrough.sh
+if [[ "${1:-}" == --unit ]]; then
+  shift
+  echo "[test] pytest: the unit tests" >&2
+  exec "${pytest[@]}" -m "not integration" --ignore=tests/docker "$@"
 fi
 
-export NEARDUP_STACK_DOCKER="${NEARDUP_STACK_DOCKER:-1}"
-if [[ "$NEARDUP_STACK_DOCKER" == 1 ]]; then
-  echo "[test] docker: ops/docker.sh all, tests/docker" >&2
-  # on exit: the engine down, and the stack (still up when pytest had arguments)
+trap 'bash ops/stack.sh down' EXIT
+if [[ $# -gt 0 ]]; then
+  NEARDUP_STACK_SERVERS=ops "${pytest[@]}" --ignore=tests/docker "$@"
+  exit
+fi
+
+DOCKER="${NEARDUP_STACK_DOCKER:-1}"
+LOGS="$(mktemp -d /tmp/neardup-test.XXXXXX)"
+containers_pid=""
+# what apt installs, one after the other (two apt runs at once: one fails on dpkg's lock)
+bash ops/stack.sh install
+if [[ "$DOCKER" == 1 ]]; then
+  bash ops/docker.sh install
   trap 'bash ops/docker.sh down; bash ops/stack.sh down' EXIT
-  bash ops/docker.sh all
-  "$VENV/bin/python" -m pytest tests/docker
+  echo "[test] containers run: ops/docker.sh all, then tests/integration on" \
+    "testcontainers (log: $LOGS/containers.log)" >&2
+  (
+    t0=$SECONDS
+    bash ops/docker.sh all
+    NEARDUP_STACK_SERVERS=containers "${pytest[@]}" -p no:cacheprovider tests/integration
+    echo "[test] containers run: $((SECONDS - t0)) s"
+  ) >"$LOGS/containers.log" 2>&1 &
+  containers_pid=$!
+fi
+
+echo "[test] pytest on ops/stack.sh's servers" >&2
+t0=$SECONDS
+NEARDUP_STACK_SERVERS=ops "${pytest[@]}" --ignore=tests/docker
+echo "[test] ops run: $((SECONDS - t0)) s" >&2
+bash ops/stack.sh down
+
+if [[ -n "$containers_pid" ]]; then
+  status=0
+  wait "$containers_pid" || status=$?
+  echo "[test] the containers run (ops/docker.sh all, tests/integration):" >&2
+  cat "$LOGS/containers.log" >&2
+  [[ $status -eq 0 ]] || { echo "[test] ERROR: the containers run failed" >&2; exit "$status"; }
+fi
+
+echo "[test] the README's walkthrough" >&2
+bash ops/walkthrough.sh
+
+if [[ "$DOCKER" == 1 ]]; then
+  echo "[test] docker: tests/docker" >&2
+  NEARDUP_STACK_DOCKER=1 "${pytest[@]}" tests/docker
 fi

@@ -4,7 +4,10 @@
 #   healthcheck  exit 0 if the broker answers an ApiVersions request without error
 # Environment: KAFKA_PORT, KAFKA_CONTROLLER_PORT (127.0.0.1, the host's network),
 # KAFKA_HEAP_OPTS (after jvm.options' heap flags: they win), KAFKA_CLUSTER_ID (of new storage;
-# default random), KAFKA_EXTRA_CONFIG (server.properties lines, appended last: they win).
+# default random), KAFKA_EXTRA_CONFIG (server.properties lines, appended last: they win),
+# KAFKA_SCRAM_CREDENTIALS (lines MECHANISM=[name=USER,password=PASSWORD], written into new
+# storage as it is formatted, as ops/stack.sh does: SASL listeners of KAFKA_EXTRA_CONFIG then
+# know their SCRAM users from the first start).
 set -euo pipefail
 CONFIG=/opt/kafka/config
 DATA=/var/lib/kafka/data
@@ -40,7 +43,12 @@ start() {
   if [[ ! -e "$DATA/meta.properties" ]]; then
     local id="${KAFKA_CLUSTER_ID:-$("${tool[@]}" kafka.tools.StorageTool random-uuid)}"
     echo "formatting the storage in $DATA (cluster id $id)"
-    "${tool[@]}" kafka.tools.StorageTool format --ignore-formatted -t "$id" -c "$PROPERTIES"
+    local scram=() line
+    while IFS= read -r line; do
+      [[ -z "$line" ]] || scram+=(--add-scram "$line")
+    done <<<"${KAFKA_SCRAM_CREDENTIALS:-}"
+    "${tool[@]}" kafka.tools.StorageTool format --ignore-formatted -t "$id" -c "$PROPERTIES" \
+      "${scram[@]}"
   fi
   echo "starting Kafka on $HOST:$KAFKA_PORT (controller $KAFKA_CONTROLLER_PORT); its log:" \
     "/var/log/kafka/server.log, warnings here"

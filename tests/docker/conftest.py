@@ -2,7 +2,7 @@
 built (`bash ops/docker.sh all`). Collected only with NEARDUP_STACK_DOCKER=1, which
 ops/test.sh sets (unless told 0) when it sets the engine up and runs them: without an
 engine they could only fail.
-Their own servers are the compose project's (tests/integration's conftest needs ops/stack.sh's).
+Their own servers are the compose project's (tests/integration has its own: servers.py).
 At the end of the run: how long each phase took, and the images' sizes."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""Fixtures of the integration suite: the real Kafka and Redis must answer (a missing server
-fails the suite, it is never skipped), and every test gets its own topics, consumer group
-and index name, removed again at the end."""
+"""Fixtures of the integration suite: the real Kafka and Redis, from the source servers.py
+chose, must answer (a missing server fails the suite, it is never skipped), and every test
+gets its own topics, consumer group and index name, removed again at the end."""
 
 from __future__ import annotations
 
@@ -17,8 +17,6 @@ from redis.cluster import RedisCluster
 for _message in ("read_text is deprecated", "open_text is deprecated"):
     warnings.filterwarnings("ignore", _message, DeprecationWarning)
 
-from kafka.errors import KafkaError  # noqa: E402
-
 from .admin import admin, create_topics, delete_groups, delete_topics, drop_index  # noqa: E402
 from .endpoints import (  # noqa: E402
     BOOTSTRAP,
@@ -29,6 +27,7 @@ from .endpoints import (  # noqa: E402
 )
 from .processes import Names, Serve  # noqa: E402
 from .readers import DecisionReader, TopicReader  # noqa: E402
+from .servers import SERVERS, Servers, ServersError, when_ready  # noqa: E402
 
 STARTUP_WAIT = 60.0  # seconds the servers get to answer (CI may have just started them)
 HERE = Path(__file__).resolve().parent
@@ -67,26 +66,29 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("filterwarnings", f"ignore:{message}:DeprecationWarning")
 
 
+def pytest_report_header() -> str:
+    return f"servers: {SERVERS.describe()} (NEARDUP_STACK_SERVERS: urls, containers, ops)"
+
+
 @pytest.fixture(scope="session", autouse=True)
-def servers_answer() -> None:
-    """Fail (never skip) when Kafka or Redis does not answer."""
-    deadline = time.monotonic() + STARTUP_WAIT
-    problem = ""
-    while time.monotonic() < deadline:
-        try:
-            redis_client().ping()
-            client = admin()
-            client.list_topics()
-            client.close()
-            return
-        except (redis.RedisError, KafkaError, OSError) as exc:
-            problem = f"{type(exc).__name__}: {exc}"
-            time.sleep(1)
-    pytest.fail(
-        f"the integration tests need Kafka at {BOOTSTRAP} and Redis at {REDIS_URL} "
-        f"(start them with `bash ops/stack.sh up`): {problem}",
-        pytrace=False,
-    )
+def servers_answer() -> Iterator[None]:
+    """The servers of the chosen source, started if it starts them; the session fails (never
+    skips) when Kafka or Redis does not answer."""
+    try:
+        SERVERS.start()
+        when_ready(lambda: redis_client().ping(), f"Redis at {REDIS_URL}", STARTUP_WAIT)
+        when_ready(lambda: admin().close(), f"Kafka at {BOOTSTRAP}", STARTUP_WAIT)
+    except ServersError as exc:
+        why = f"{exc}\n{SERVERS.diagnose()}"
+        pytest.fail(f"the integration tests need Kafka and Redis: {why}", pytrace=False)
+    yield
+    SERVERS.stop()
+
+
+@pytest.fixture(scope="session")
+def servers() -> Servers:
+    """The servers, for the tests that restart or pause them."""
+    return SERVERS
 
 
 @pytest.fixture

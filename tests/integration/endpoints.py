@@ -1,37 +1,36 @@
 """Where the integration suite's servers are, and the stack's credentials; clients of them.
 
-Everything comes from the caller's NEARDUP_* and NEARDUP_STACK_* variables (as `ops/stack.sh
-env` prints them), with the stack's defaults when they are unset, read once, at import: the
-unit suite's autouse fixture removes every NEARDUP_* variable from os.environ while a test
-runs. Nothing here mocks Kafka or Redis.
+They come from the source servers.py chose (the caller's URLs, containers, or ops/stack.sh),
+once, at import: the unit suite's autouse fixture removes every NEARDUP_* variable from
+os.environ while a test runs. Nothing here mocks Kafka or Redis.
 """
 
 from __future__ import annotations
-
-import os
 
 import pytest
 import redis
 from redis.cluster import RedisCluster
 
-CALLER_ENV = {k: v for k, v in os.environ.items() if k.startswith("NEARDUP_")}
-BOOTSTRAP = CALLER_ENV.get("NEARDUP_BOOTSTRAP_SERVERS") or "127.0.0.1:9092"
-REDIS_URL = CALLER_ENV.get("NEARDUP_REDIS_URL") or "redis://127.0.0.1:6379/0"
+from .servers import SERVERS
+
+E = SERVERS.endpoints
+BOOTSTRAP = E.bootstrap
+REDIS_URL = E.redis_url
 
 # The stack's secured endpoints (tests/integration/test_security.py): an ACL user on the
 # Redis above and its TLS port, and SASL listeners of the broker above (same topics).
-STACK_REDIS_USER = CALLER_ENV.get("NEARDUP_STACK_REDIS_USER", "")
-STACK_REDIS_PASSWORD = CALLER_ENV.get("NEARDUP_STACK_REDIS_PASSWORD", "")
-STACK_REDIS_TLS_URL = CALLER_ENV.get("NEARDUP_STACK_REDIS_TLS_URL", "")
-STACK_CA_FILE = CALLER_ENV.get("NEARDUP_STACK_CA_FILE", "")
-STACK_CLIENT_CERT = CALLER_ENV.get("NEARDUP_STACK_CLIENT_CERT", "")
-STACK_CLIENT_KEY = CALLER_ENV.get("NEARDUP_STACK_CLIENT_KEY", "")
-STACK_KAFKA_SASL = CALLER_ENV.get("NEARDUP_STACK_KAFKA_SASL", "")  # SASL_PLAINTEXT
-STACK_KAFKA_SASL_SSL = CALLER_ENV.get("NEARDUP_STACK_KAFKA_SASL_SSL", "")
-STACK_KAFKA_USER = CALLER_ENV.get("NEARDUP_STACK_KAFKA_USER", "")
-STACK_KAFKA_PASSWORD = CALLER_ENV.get("NEARDUP_STACK_KAFKA_PASSWORD", "")
+STACK_REDIS_USER = E.redis_user
+STACK_REDIS_PASSWORD = E.redis_password
+STACK_REDIS_TLS_URL = E.redis_tls_url
+STACK_CA_FILE = E.ca_file
+STACK_CLIENT_CERT = E.client_cert
+STACK_CLIENT_KEY = E.client_key
+STACK_KAFKA_SASL = E.kafka_sasl  # SASL_PLAINTEXT
+STACK_KAFKA_SASL_SSL = E.kafka_sasl_ssl
+STACK_KAFKA_USER = E.kafka_user
+STACK_KAFKA_PASSWORD = E.kafka_password
 # One node of the stack's Redis Cluster (3 primaries).
-REDIS_CLUSTER_URL = CALLER_ENV.get("NEARDUP_STACK_REDIS_CLUSTER_URL", "")
+REDIS_CLUSTER_URL = E.cluster_url
 
 
 def redis_client() -> redis.Redis:

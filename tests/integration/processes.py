@@ -1,5 +1,5 @@
 """Child processes of the integration suite: `python -m detector ...` run to its end, the
-`neardup serve` processes of a test (with the names it owns), and `ops/stack.sh`."""
+`neardup serve` processes of a test (with the names it owns), and a Kafka tool."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from typing import IO
 
 from ..helpers import ROOT
 from .admin import unique
-from .endpoints import BOOTSTRAP, CALLER_ENV, REDIS_URL
+from .endpoints import BOOTSTRAP, REDIS_URL
+from .servers import SERVERS
 
 
 def child_env() -> dict[str, str]:
@@ -53,38 +54,15 @@ def produce_file(path: Path, topic: str, partitions: int) -> None:
     run_detector(["produce", str(path), "--topic", topic, "--partitions", str(partitions)])
 
 
-def stack(command: str, timeout: float = 300) -> None:
-    """`bash ops/stack.sh COMMAND` with the caller's stack settings (ports, dirs)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("NEARDUP_")}
-    env.update(CALLER_ENV)
-    done = subprocess.run(
-        ["bash", str(ROOT / "ops" / "stack.sh"), command],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-    assert done.returncode == 0, f"ops/stack.sh {command} failed:\n{done.stderr[-3000:]}"
-
-
 def produce_keyless_tombstone(topic: str, headers: Sequence[tuple[str, bytes]] = ()) -> None:
     """A record with neither a key nor a value, which kafka-python refuses to send (other
-    clients do send them): Kafka's own console producer, from the stack's jars."""
-    cache = Path(CALLER_ENV.get("NEARDUP_STACK_CACHE") or ROOT / "ops" / ".cache")
-    jars = sorted(cache.glob("kafka-libs-*"))
-    assert jars, f"no Kafka jars under {cache}: `ops/stack.sh up` fetches them"
+    clients do send them): Kafka's own console producer, from the broker's jars."""
     line = ",".join(f"{k}:{v.decode()}" for k, v in headers) + "\tNULL\n"
-    done = subprocess.run(
-        ["java", "-Xmx256m", "-XX:TieredStopAtLevel=1", "-cp", f"{jars[-1]}/*",
-         f"-Dlog4j2.configurationFile={ROOT / 'ops' / 'kafka' / 'log4j2-tools.xml'}",
-         "org.apache.kafka.tools.ConsoleProducer", "--bootstrap-server", BOOTSTRAP,
+    done = SERVERS.kafka_tool(
+        ["org.apache.kafka.tools.ConsoleProducer", "--bootstrap-server", BOOTSTRAP,
          "--topic", topic, "--reader-property", "null.marker=NULL",
          "--reader-property", f"parse.headers={'true' if headers else 'false'}"],
-        input=line if headers else "NULL\n",
-        capture_output=True,
-        text=True,
-        timeout=120,
+        line if headers else "NULL\n",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
 

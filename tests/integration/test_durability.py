@@ -23,7 +23,8 @@ from detector.settings import EngineSettings
 from ..helpers import SAMPLE, decide_in_batches, read_lines, verdict
 from .admin import drop_index, index_keys, unique
 from .endpoints import REDIS_CLUSTER_URL, cluster_client, redis_client
-from .processes import run_detector, stack
+from .processes import run_detector
+from .servers import Servers
 
 SCHEME = EngineSettings().block_scheme()
 CLUSTER = ["--redis-url", REDIS_CLUSTER_URL, "--redis-cluster"]
@@ -47,7 +48,7 @@ def contents(client: Any, name: str) -> dict[bytes, Any]:
     return out
 
 
-def test_the_index_survives_a_redis_restart_whole(rclient: redis.Redis) -> None:
+def test_the_index_survives_a_redis_restart_whole(rclient: redis.Redis, servers: Servers) -> None:
     appendonly = rclient.config_get("appendonly")["appendonly"]
     assert appendonly == "yes", "ops/stack.sh must run Redis with AOF (appendonly yes)"
     raw = read_lines(SAMPLE)
@@ -58,7 +59,7 @@ def test_the_index_survives_a_redis_restart_whole(rclient: redis.Redis) -> None:
         before = contents(rclient, name)
         assert len(before) > 1000
 
-        stack("restart-redis")
+        servers.restart("redis")
         client = redis_client()
         deadline = time.monotonic() + 30
         while True:  # the AOF loads before Redis answers PING

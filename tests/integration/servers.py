@@ -1,0 +1,464 @@
+"""Where the integration suite's Kafka and Redis come from: one fixture, three sources.
+
+NEARDUP_STACK_SERVERS chooses, read once at import:
+  urls        the servers the caller names: NEARDUP_BOOTSTRAP_SERVERS, NEARDUP_REDIS_URL and the
+              NEARDUP_STACK_* lines of `ops/stack.sh env`. The fault tests restart them with
+              ops/stack.sh, so they must be its servers.
+  containers  containers of the project's images (neardup-kafka, neardup-redis; `bash
+              ops/docker.sh all` builds them), through testcontainers: started for the session
+              and removed at its end. Their ports are ops/stack.sh's plus 30000 (Kafka
+              39092-39095, Redis 36379 and TLS 36380, the Cluster 37000-37002), so that both
+              sources can run on one machine at once. The fault tests use the container API:
+              restart, pause.
+  ops         `ops/stack.sh up` as the session starts; the stack is left running (`ops/stack.sh
+              down` stops it).
+  auto        the default: urls when NEARDUP_BOOTSTRAP_SERVERS is set, else containers when a
+              Docker engine answers and has both images, else ops.
+Whatever the source, the servers run with ops/stack.py's configuration: its files in ops/kafka/
+and ops/redis/, its certificates (a test CA), its users and its arguments. Nothing is mocked.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from ..helpers import ROOT
+
+# The product refuses NEARDUP_* names it does not know; the suite's own settings are
+# NEARDUP_STACK_*. Read before any test empties NEARDUP_* from os.environ.
+CALLER_ENV = {k: v for k, v in os.environ.items() if k.startswith("NEARDUP_")}
+SOURCES = ("auto", "urls", "containers", "ops")
+OFFSET = 30000  # the containers' ports: ops/stack.sh's plus this
+IMAGES = {"kafka": "neardup-kafka", "redis": "neardup-redis"}
+PREFIX = "neardup-test-"  # the containers' names: neardup-test-kafka, neardup-test-redis, ...
+READY_WAIT = 120.0  # seconds the servers get to answer
+
+
+class ServersError(Exception):
+    """The chosen source cannot give the servers; the message says why and what to do."""
+
+
+def load_stack() -> ModuleType:
+    """ops/stack.py (standard library only) as a module: its settings, certificates, users
+    and server arguments are the one configuration of every source."""
+    spec = importlib.util.spec_from_file_location("neardup_ops_stack", ROOT / "ops" / "stack.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclass-free classes still want a module name
+    spec.loader.exec_module(module)
+    return module
+
+
+stack_py = load_stack()
+
+
+@dataclass(frozen=True)
+class Endpoints:
+    """What the tests connect to; the secured ones are test_security's."""
+
+    bootstrap: str
+    redis_url: str
+    cluster_url: str
+    redis_user: str = ""
+    redis_password: str = ""
+    redis_tls_url: str = ""
+    ca_file: str = ""
+    client_cert: str = ""
+    client_key: str = ""
+    kafka_sasl: str = ""
+    kafka_sasl_ssl: str = ""
+    kafka_user: str = ""
+    kafka_password: str = ""
+
+    @classmethod
+    def of_stack(cls, s: Any, credentials: Any) -> Endpoints:
+        """The endpoints of a stack with settings S (ops/stack.py's Settings), as `env` prints
+        them."""
+        tls, host = stack_py.Tls(s), stack_py.HOST
+        return cls(
+            bootstrap=f"{host}:{s.kafka_port}",
+            redis_url=f"redis://{host}:{s.redis_port}/0",
+            cluster_url=f"redis://{host}:{s.cluster_ports[0]}/0",
+            redis_user=credentials.redis_user,
+            redis_password=credentials.redis_password,
+            redis_tls_url=f"rediss://{host}:{s.redis_tls_port}/0",
+            ca_file=str(tls.ca),
+            client_cert=str(tls.client),
+            client_key=str(tls.client_key),
+            kafka_sasl=f"{host}:{s.kafka_sasl_port}",
+            kafka_sasl_ssl=f"{host}:{s.kafka_sasl_ssl_port}",
+            kafka_user=credentials.kafka_user,
+            kafka_password=credentials.kafka_password,
+        )
+
+    @classmethod
+    def of_urls(cls, env: Mapping[str, str]) -> Endpoints:
+        return cls(
+            bootstrap=env.get("NEARDUP_BOOTSTRAP_SERVERS") or "127.0.0.1:9092",
+            redis_url=env.get("NEARDUP_REDIS_URL") or "redis://127.0.0.1:6379/0",
+            cluster_url=env.get("NEARDUP_STACK_REDIS_CLUSTER_URL", ""),
+            redis_user=env.get("NEARDUP_STACK_REDIS_USER", ""),
+            redis_password=env.get("NEARDUP_STACK_REDIS_PASSWORD", ""),
+            redis_tls_url=env.get("NEARDUP_STACK_REDIS_TLS_URL", ""),
+            ca_file=env.get("NEARDUP_STACK_CA_FILE", ""),
+            client_cert=env.get("NEARDUP_STACK_CLIENT_CERT", ""),
+            client_key=env.get("NEARDUP_STACK_CLIENT_KEY", ""),
+            kafka_sasl=env.get("NEARDUP_STACK_KAFKA_SASL", ""),
+            kafka_sasl_ssl=env.get("NEARDUP_STACK_KAFKA_SASL_SSL", ""),
+            kafka_user=env.get("NEARDUP_STACK_KAFKA_USER", ""),
+            kafka_password=env.get("NEARDUP_STACK_KAFKA_PASSWORD", ""),
+        )
+
+
+# ------------------------------------------------------------------ ops/stack.sh
+
+
+def stack_command(command: str, timeout: float = 300) -> None:
+    """`bash ops/stack.sh COMMAND` with the caller's stack settings (ports, dirs)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NEARDUP_")}
+    env.update(CALLER_ENV)
+    done = subprocess.run(
+        ["bash", str(ROOT / "ops" / "stack.sh"), command],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert done.returncode == 0, f"ops/stack.sh {command} failed:\n{done.stderr[-3000:]}"
+
+
+class StackServers:
+    """ops/stack.sh's servers: started by the session (source ops), or the caller's (urls)."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.settings = stack_py.Settings(CALLER_ENV)
+        if source == "urls":
+            self.endpoints = Endpoints.of_urls(CALLER_ENV)
+        else:  # the passwords `up` will keep (made now if none are kept yet)
+            credentials = stack_py.Credentials(self.settings)
+            self.endpoints = Endpoints.of_stack(self.settings, credentials)
+
+    def describe(self) -> str:
+        return "ops/stack.sh's servers" + (" (NEARDUP_* URLs)" if self.source == "urls" else "")
+
+    def start(self) -> None:
+        if self.source == "ops":
+            stack_command("up")
+
+    def diagnose(self) -> str:
+        return f"(their logs: {self.settings.state})"
+
+    def stop(self) -> None:
+        """Left running: the next session starts in seconds (`ops/stack.sh down` stops it)."""
+
+    def restart(self, service: str) -> None:
+        """Stop and start `redis`, `kafka` or `cluster`, keeping its data."""
+        stack_command({"cluster": "restart-redis-cluster"}.get(service, f"restart-{service}"))
+
+    def restore(self) -> None:
+        stack_command("up")
+
+    def redis_pid(self) -> int:
+        return int((self.settings.state / "redis" / "redis.pid").read_text())
+
+    def kill_redis(self) -> None:
+        """SIGKILL, then `up` starts it again (its AOF holds what it acknowledged)."""
+        pid = self.redis_pid()
+        os.kill(pid, signal.SIGKILL)
+        while stack_py.alive(pid):
+            time.sleep(0.05)
+        stack_command("up")
+
+    @contextlib.contextmanager
+    def redis_paused(self) -> Iterator[None]:
+        """Redis stops answering, its connections open (SIGSTOP), until the block ends."""
+        pid = self.redis_pid()
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            os.kill(pid, signal.SIGCONT)
+
+    def kafka_tool(self, argv: Sequence[str], stdin: str) -> subprocess.CompletedProcess[str]:
+        """A Kafka command-line tool (a class of the broker's jars, and its arguments), run
+        with the stack's jars."""
+        jars = sorted(self.settings.cache.glob("kafka-libs-*"))
+        assert jars, f"no Kafka jars under {self.settings.cache}: `ops/stack.sh up` fetches them"
+        logging = ROOT / "ops" / "kafka" / "log4j2-tools.xml"
+        java = ["java", "-Xmx256m", "-XX:TieredStopAtLevel=1", "-cp", f"{jars[-1]}/*",
+                f"-Dlog4j2.configurationFile={logging}"]  # fmt: skip
+        return subprocess.run(
+            [*java, *argv], input=stdin, capture_output=True, text=True, timeout=120
+        )
+
+
+# ------------------------------------------------------------------ containers
+
+
+class ContainerServers:
+    """Kafka, Redis (plain and TLS, with the ACL user) and a three-node Redis Cluster, each a
+    testcontainers container of the project's images on the host's network (no image
+    registry is needed, nor any port mapping)."""
+
+    def __init__(self) -> None:
+        state = CALLER_ENV.get("NEARDUP_STACK_CONTAINERS_DIR") or "/tmp/neardup-containers"
+        defaults = {
+            "KAFKA_PORT": 9092, "KAFKA_CONTROLLER_PORT": 9093, "KAFKA_SASL_PORT": 9094,
+            "KAFKA_SASL_SSL_PORT": 9095, "REDIS_PORT": 6379, "REDIS_TLS_PORT": 6380,
+            "REDIS_CLUSTER_PORT": 7000,
+        }  # fmt: skip
+        env = {f"NEARDUP_STACK_{k}": str(v + OFFSET) for k, v in defaults.items()}
+        env["NEARDUP_STACK_DIR"] = state
+        self.settings = s = stack_py.Settings(env)
+        self.credentials = stack_py.Credentials(s)
+        self.endpoints = Endpoints.of_stack(s, self.credentials)
+        self.containers: dict[str, Any] = {}  # name: DockerContainer
+        self.clustered = False  # the cluster's slots are assigned
+
+    def describe(self) -> str:
+        return (
+            f"testcontainers of {', '.join(IMAGES.values())} "
+            f"(Kafka {self.endpoints.bootstrap}, Redis {self.endpoints.redis_url})"
+        )
+
+    @staticmethod
+    def engine() -> Any:
+        """A docker client of the engine, or ServersError."""
+        os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")  # its image is pulled
+        try:
+            import docker  # testcontainers' own client library
+
+            client = docker.from_env(timeout=30)
+            client.ping()
+            return client
+        except Exception as exc:
+            raise ServersError(
+                f"no Docker engine answers ({type(exc).__name__}: {exc}): "
+                "`bash ops/docker.sh all` starts one and builds the images"
+            ) from None
+
+    @classmethod
+    def available(cls) -> bool:
+        """A Docker engine answers and holds both images."""
+        try:
+            client = cls.engine()
+        except ServersError:
+            return False
+        tags = {t.split(":")[0] for image in client.images.list() for t in image.tags}
+        return set(IMAGES.values()) <= tags
+
+    def container(self, name: str, image: str, command: Sequence[str] = (),
+                  env: Mapping[str, str] | None = None,
+                  files: Sequence[tuple[bytes, str]] = ()) -> Any:  # fmt: skip
+        from testcontainers.core.container import DockerContainer
+
+        c = DockerContainer(image, name=f"{PREFIX}{name}").with_kwargs(network_mode="host")
+        if command:
+            c = c.with_command(list(command))
+        for k, v in (env or {}).items():
+            c = c.with_env(k, v)
+        for data, path in files:  # readable by the image's own user
+            c = c.with_copy_into_container(data, path, 0o644)
+        self.containers[name] = c.start()
+        return c
+
+    def start(self) -> None:
+        self.engine()
+        s, c = self.settings, self.credentials
+        missing = [i for i in IMAGES.values() if not self.has_image(i)]
+        if missing:
+            raise ServersError(
+                f"no image {', '.join(missing)}: `bash ops/docker.sh all` builds them"
+            )
+        self.stop()  # what a killed session left behind
+        tls = stack_py.Tls(s).ensure(stack_py.Installer(s))
+        # Kafka: ops/stack.sh's own listeners (SASL, TLS) and users, its storage in the
+        # image's volume
+        kafka = stack_py.Kafka(s)
+        kafka.data = Path("/var/lib/kafka/data")
+        scram = [f"{m}=[name={c.kafka_user},password={c.kafka_password}]" for m in stack_py.SCRAM]
+        self.container("kafka", IMAGES["kafka"], env={
+            "KAFKA_PORT": str(s.kafka_port),
+            "KAFKA_CONTROLLER_PORT": str(s.kafka_controller_port),
+            "KAFKA_EXTRA_CONFIG": kafka.properties(c, tls),
+            "KAFKA_SCRAM_CREDENTIALS": "\n".join(scram),
+        })  # fmt: skip
+        # Redis: ops/stack.sh's arguments, with the certificates and users copied in
+        conf, tls_dir = Path("/etc/neardup"), Path("/etc/neardup/tls")
+        files = [
+            (f.read_bytes(), str(tls_dir / f.name)) for f in (tls.ca, tls.server, tls.server_key)
+        ]
+        files.append((stack_py.Redis.users(c).encode(), str(conf / "users.acl")))
+        self.container("redis", IMAGES["redis"], [
+            "redis-server", str(conf / "redis.conf"), "--include", str(conf / "persistence.conf"),
+            *stack_py.Redis.arguments(s, Path("/data"), tls_dir, conf / "users.acl"),
+        ], files=files)  # fmt: skip
+        node_conf = (ROOT / "ops" / "redis" / "cluster-node.conf").read_bytes()
+        for port, bus in zip(s.cluster_ports, s.bus_ports, strict=True):
+            self.container(f"cluster-{port}", IMAGES["redis"], [
+                "redis-server", str(conf / "cluster-node.conf"),
+                "--include", str(conf / "persistence.conf"),
+                *stack_py.Cluster.arguments(port, bus, Path("/data")),
+            ], files=[(node_conf, str(conf / "cluster-node.conf"))])  # fmt: skip
+        self.wait()
+        first = self.containers[f"cluster-{s.cluster_ports[0]}"]
+        code, out = first.exec(stack_py.Cluster.create_command(s.cluster_ports))
+        assert code == 0, f"redis-cli --cluster create failed: {out.decode()[-2000:]}"
+        self.clustered = True
+        self.wait()
+
+    def has_image(self, image: str) -> bool:
+        try:
+            self.engine().images.get(image)
+            return True
+        except Exception:
+            return False
+
+    def stop(self) -> None:
+        """Removes the containers (and their volumes), this session's and any a killed one
+        left on these ports."""
+        for c in self.containers.values():
+            with contextlib.suppress(Exception):
+                c.stop()
+        self.containers.clear()
+        for container in self.engine().containers.list(all=True):
+            if container.name.startswith(PREFIX):
+                container.remove(force=True, v=True)
+
+    def wait(self) -> None:
+        """Until every Redis answers PING (its AOF loaded) and the broker a metadata request."""
+        import redis
+        from kafka import KafkaAdminClient
+
+        ports = [self.settings.redis_port, *self.settings.cluster_ports]
+        deadline = time.monotonic() + READY_WAIT
+        for port in ports:
+            client = redis.Redis(host=stack_py.HOST, port=port, socket_timeout=5)
+            while True:
+                try:
+                    client.ping()
+                    break
+                except redis.RedisError:
+                    if time.monotonic() > deadline:
+                        raise ServersError(
+                            f"Redis on {port} did not answer\n{self.diagnose()}"
+                        ) from None
+                    time.sleep(0.2)
+            client.close()
+
+        if self.clustered:
+            for port in self.settings.cluster_ports:
+                client = redis.Redis(host=stack_py.HOST, port=port, socket_timeout=5)
+                while client.cluster("info").get("cluster_state") != "ok":
+                    if time.monotonic() > deadline:
+                        raise ServersError(f"cluster node {port} is not ok\n{self.diagnose()}")
+                    time.sleep(0.2)
+                client.close()
+
+        def kafka_answers() -> None:
+            KafkaAdminClient(bootstrap_servers=self.endpoints.bootstrap).close()
+
+        when_ready(
+            kafka_answers, f"Kafka at {self.endpoints.bootstrap}", deadline - time.monotonic()
+        )
+
+    def diagnose(self) -> str:
+        """Each container's state and the last lines it wrote: why a server did not answer."""
+        out = []
+        for name, c in self.containers.items():
+            w = c.get_wrapped_container()
+            w.reload()
+            tail = w.logs(tail=15).decode(errors="replace")
+            out.append(f"--- {PREFIX}{name}: {w.status}\n{tail}")
+        return "\n".join(out)
+
+    def wrapped(self, name: str) -> Any:
+        return self.containers[name].get_wrapped_container()
+
+    def restart(self, service: str) -> None:
+        names = [n for n in self.containers if n == service or n.startswith(f"{service}-")]
+        for name in names:
+            self.wrapped(name).restart(timeout=self.settings.stop_timeout)
+        self.wait()
+
+    def restore(self) -> None:
+        for name in self.containers:
+            w = self.wrapped(name)
+            w.reload()
+            if w.status == "paused":
+                w.unpause()
+            elif w.status != "running":
+                w.start()
+        self.wait()
+
+    def kill_redis(self) -> None:
+        self.wrapped("redis").kill()  # SIGKILL
+        self.wrapped("redis").start()
+        self.wait()
+
+    @contextlib.contextmanager
+    def redis_paused(self) -> Iterator[None]:
+        """`docker pause`: the container's processes are frozen, their sockets open."""
+        self.wrapped("redis").pause()
+        try:
+            yield
+        finally:
+            self.wrapped("redis").unpause()
+
+    def kafka_tool(self, argv: Sequence[str], stdin: str) -> subprocess.CompletedProcess[str]:
+        """A Kafka command-line tool, run in the Kafka container with its jars."""
+        java = ["java", "-Xmx256m", "-XX:TieredStopAtLevel=1", "-cp", "/opt/kafka/libs/*",
+                "-Dlog4j2.configurationFile=/opt/kafka/config/log4j2-tools.xml"]  # fmt: skip
+        container = self.wrapped("kafka").id
+        return subprocess.run(
+            ["docker", "exec", "-i", container, *java, *argv],
+            input=stdin, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+
+
+# ------------------------------------------------------------------ the choice
+
+
+def choose(env: Mapping[str, str]) -> StackServers | ContainerServers:
+    source = env.get("NEARDUP_STACK_SERVERS") or "auto"
+    if source not in SOURCES:
+        raise ServersError(
+            f"NEARDUP_STACK_SERVERS must be one of {', '.join(SOURCES)}, not {source!r}"
+        )
+    if source == "auto":
+        if env.get("NEARDUP_BOOTSTRAP_SERVERS"):
+            source = "urls"
+        else:
+            source = "containers" if ContainerServers.available() else "ops"
+    return ContainerServers() if source == "containers" else StackServers(source)
+
+
+Servers = StackServers | ContainerServers
+SERVERS = choose(CALLER_ENV)
+
+
+def when_ready(check: Callable[[], None], what: str, timeout: float = READY_WAIT) -> None:
+    """Until CHECK passes (servers boot, a broker elects itself); else ServersError with the
+    last problem."""
+    deadline, problem = time.monotonic() + timeout, ""
+    while time.monotonic() < deadline:
+        try:
+            check()
+            return
+        except Exception as exc:
+            problem = f"{type(exc).__name__}: {exc}"
+            time.sleep(1)
+    raise ServersError(f"{what} did not answer within {timeout:.0f} s: {problem}")
