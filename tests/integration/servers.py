@@ -80,6 +80,7 @@ class Endpoints:
     kafka_sasl_ssl: str = ""
     kafka_user: str = ""
     kafka_password: str = ""
+    kafka_controller: str = ""  # KRaft's controller listener: a port that is not a broker
 
     @classmethod
     def of_stack(cls, s: Any, credentials: Any) -> Endpoints:
@@ -100,6 +101,7 @@ class Endpoints:
             kafka_sasl_ssl=f"{host}:{s.kafka_sasl_ssl_port}",
             kafka_user=credentials.kafka_user,
             kafka_password=credentials.kafka_password,
+            kafka_controller=f"{host}:{s.kafka_controller_port}",
         )
 
     @classmethod
@@ -118,6 +120,7 @@ class Endpoints:
             kafka_sasl_ssl=env.get("NEARDUP_STACK_KAFKA_SASL_SSL", ""),
             kafka_user=env.get("NEARDUP_STACK_KAFKA_USER", ""),
             kafka_password=env.get("NEARDUP_STACK_KAFKA_PASSWORD", ""),
+            kafka_controller=f"{stack_py.HOST}:{stack_py.Settings(env).kafka_controller_port}",
         )
 
 

@@ -17,12 +17,9 @@ from typing import Any
 from ..helpers import free_port
 from ..helpers import health as get
 from .admin import admin, create_topics, delete_topics
-from .endpoints import BOOTSTRAP, CALLER_ENV
+from .endpoints import BOOTSTRAP, KAFKA_CONTROLLER
 from .processes import Names, Serve, logs, neardup, serve_args
 from .readers import DecisionReader, Producer
-
-CONTROLLER_PORT = CALLER_ENV.get("NEARDUP_STACK_KAFKA_CONTROLLER_PORT", "9093")
-KAFKA_HOST = BOOTSTRAP.split(",")[0].rpartition(":")[0]
 
 
 def timed(*args: str, timeout: float = 60) -> tuple[subprocess.CompletedProcess[str], float]:
@@ -49,7 +46,7 @@ def test_what_no_wait_cures_fails_at_once_with_words(names: Names) -> None:
         (["--redis-url", "redis://no-such-host.invalid:6379/0"], "unknown host"),
         (["--bootstrap-servers", "no-such-host.invalid:9092"], "unknown host"),
         (
-            ["--bootstrap-servers", f"{KAFKA_HOST}:{CONTROLLER_PORT}"],
+            ["--bootstrap-servers", KAFKA_CONTROLLER],
             "is not a Kafka broker's client listener",
         ),
         (
