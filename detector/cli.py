@@ -493,6 +493,8 @@ def _explain_files(args: argparse.Namespace, inputs: list[str]) -> Any:
         settings.vector_block_scheme(),
         settings.literal(engine.kernels),
         engine.kernels,
+        settings.short_k,
+        engine.featurizer.weights,
     )
     return explain(a, b, rules)
 
@@ -596,7 +598,12 @@ def _explain_index(args: argparse.Namespace) -> Any:
         engine = settings.engine()
         a, b = in_index(index, engine, args.index, ids)
         rules = Rules(
-            index.scheme, index.vector_scheme, settings.literal(engine.kernels), engine.kernels
+            index.scheme,
+            index.vector_scheme,
+            settings.literal(engine.kernels),
+            engine.kernels,
+            settings.short_k,
+            engine.featurizer.weights,
         )
         return explain(a, b, rules, ALONE_IN_INDEX)
 

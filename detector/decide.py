@@ -18,6 +18,7 @@ from .engine import Engine, Print
 from .errors import Contention
 from .extract import Extractor
 from .extract import texts as texts_of
+from .features import Weights
 from .index import Candidate, Commit, Entry, Found, Index, Query, record_of, scheme_for, version_id
 from .profile import stage
 from .records import Decision, Document
@@ -35,6 +36,15 @@ DIGEST, TEXT, SKETCH, VECTOR, FINGERPRINT = "digest", "text", "sketch", "vector"
 def _quiet(what: str, exc: Exception, wait: float) -> None:
     """Conflicts are counted (Detector.conflicts), not logged: they are how consumers
     that share an index take turns, not a fault."""
+
+
+def lookup_radius(p: Print, k: int, short_k: int, weights: Weights) -> int:
+    """A document's lookup radius: its space's k, or a short text's own, wider up to
+    `short_k` (radius.py). What `detect` and `serve` look up with, and so what `explain` and
+    `review` judge a pair by."""
+    if p.vector is None and len(p.shingles) < radius.SHORT_WORDS and short_k > k:
+        return radius.radius(p.text, weights, k, short_k)
+    return k
 
 
 class Detector:
@@ -261,14 +271,8 @@ class Detector:
                 self.literal.remember_sketch(doc_id, s)
 
     def _radii(self, prints: list[Print]) -> list[int]:
-        """Each document's lookup radius: its space's k, or a short text's own (wider)."""
-        out = []
-        for p in prints:
-            k = self.k(p.space)
-            if p.vector is None and len(p.shingles) < radius.SHORT_WORDS and self.short_k > k:
-                k = radius.radius(p.text, self.engine.featurizer.weights, k, self.short_k)
-            out.append(k)
-        return out
+        weights = self.engine.featurizer.weights
+        return [lookup_radius(p, self.k(p.space), self.short_k, weights) for p in prints]
 
     def _near_in_batch(
         self, prints: list[Print], radii: list[int]

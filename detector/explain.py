@@ -26,11 +26,12 @@ import numpy as np
 
 from . import diff as worddiff
 from .blocks import BITS, BlockScheme
-from .decide import DIGEST, FINGERPRINT, SKETCH, TEXT, VECTOR
+from .decide import DIGEST, FINGERPRINT, SKETCH, TEXT, VECTOR, lookup_radius
 from .engine import TEXT_SPACE, Engine, Print
 from .errors import BadRecord, ConfigError
 from .extract import Extractor, in_order, written
-from .index import Index, Query, record_of, scheme_for, version_id
+from .features import BuiltinWeights, Weights
+from .index import Index, Query, lookup_scheme, record_of, scheme_for, version_id
 from .kernels import Kernels
 from .pipeline import check_tokens, check_words
 from .records import Decision, Document, RawRecord
@@ -101,6 +102,8 @@ class Rules:
     vectors: BlockScheme
     literal: LiteralCheck
     kernels: Kernels
+    short_k: int = 0  # a short text's widest lookup radius (--short-k; 0: the scheme's k)
+    weights: Weights = field(default_factory=BuiltinWeights)  # the radius's word weights
 
 
 @dataclass(frozen=True)
@@ -298,7 +301,9 @@ def explain(a: Record | None, b: Record, rules: Rules, alone: str = ALONE) -> Ex
     index holds. Only the pair: whether `a` is in the index (an exact copy is not), and
     nearer candidates beyond --max-candidates, are the stream's, not the pair's. `a` None:
     there was nothing to compare `b` with, as `alone` says."""
+    # the tables as b's lookup read them: a short text's radius widens them (radius.py)
     scheme = scheme_for(b.print.space, rules.scheme, rules.vectors)
+    scheme = lookup_scheme(scheme, lookup_radius(b.print, scheme.k, rules.short_k, rules.weights))
     literal = rules.literal
     vector = b.print.space != TEXT_SPACE
     threshold = literal.cosine if vector else literal.threshold

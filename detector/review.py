@@ -34,12 +34,13 @@ from typing import Any
 import numpy as np
 
 from .blocks import BlockScheme
+from .decide import lookup_radius
 from .diff import Span, spans
 from .engine import TEXT_SPACE
 from .errors import ConfigError
 from .evaluate import evaluate, outcomes, truth_measure
 from .extract import Extracted, Extractor, host_of
-from .index import scheme_for
+from .index import lookup_scheme, scheme_for
 from .index.memory import MemoryIndex
 from .normalize import strip_markup
 from .pipeline import Limits, prepare
@@ -92,6 +93,7 @@ class Record:
     page: bool  # an HTML page, cut to its main content
     space: str  # "t", or "v384" for a vector of 384 dimensions
     fingerprint: int  # the decision's
+    k: int  # its lookup radius (a short text's is wider: decide.lookup_radius)
     compared: np.ndarray  # what the second pass compares: its shingles, or unit vector
     stored: np.ndarray | None  # a vector as the index keeps it (what later ones compare)
     decision: dict[str, Any]
@@ -206,6 +208,8 @@ def read_records(
     decision is the next one of its id, in order (an id decided twice is a re-fetch)."""
     engine = settings.engine()
     extractor = _KeepingCuts(settings.extractor(MemoryIndex(settings.block_scheme())))
+    schemes = settings.block_scheme(), settings.vector_block_scheme()
+    short_k, weights = settings.short_k, engine.featurizer.weights
     waiting: dict[str, deque[dict[str, Any]]] = {}
     for d in decisions:
         waiting.setdefault(d["id"], deque()).append(d)
@@ -240,6 +244,7 @@ def read_records(
                         page=cut is not None,
                         space=p.space,
                         fingerprint=fingerprint,
+                        k=lookup_radius(p, scheme_for(p.space, *schemes).k, short_k, weights),
                         compared=p.vector if p.vector is not None else p.shingles,
                         stored=p.stored,
                         decision=d,
@@ -847,7 +852,9 @@ def miss(
         return Pair(
             r, None, None, None, "its truth partner is not a decided record", PASSED_OVER, truth
         )
+    # the tables as r's lookup read them (a short text's wider radius)
     scheme = scheme_for(r.space, settings.block_scheme(), settings.vector_block_scheme())
+    scheme = lookup_scheme(scheme, r.k)
     distance = (r.fingerprint ^ partner.fingerprint).bit_count()
     sim = similarity(r, partner, kernels)
     threshold = _threshold(r, settings)

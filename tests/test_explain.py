@@ -525,3 +525,34 @@ def test_an_unknown_id_as_a_process_exits_2_without_a_traceback() -> None:
     done = run_module(["explain", str(SAMPLE), "--ids", "d000001,zzz"])
     assert done.returncode == 2
     assert done.stderr.decode() == "neardup: error: sample.jsonl.gz: no record with id 'zzz'\n"
+
+
+SHORT_TEXT = (
+    "the quick brown fox jumps over a lazy dog while seven tired sailors sing about distant "
+    "harbours and the merchant counts his silver coins beside an open window where swallows "
+    "nest under old tiles every morning brings new rumours from the northern valley"
+)
+
+
+def test_a_short_text_is_explained_with_the_wider_radius_it_was_looked_up_with(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # 43 words with the last one changed: fingerprints 7 bits apart, beyond the scheme's
+    # k = 6 and within the short text's own radius (9), and Jaccard 38/40
+    path = tmp_path / "short.jsonl"
+    write_jsonl(path, [
+        {"id": "a", "text": SHORT_TEXT},
+        {"id": "b", "text": SHORT_TEXT.replace("valley", "lantern")},
+    ])  # fmt: skip
+    decisions = tmp_path / "decisions.jsonl"
+    assert main(["detect", str(path), "-o", str(decisions), "--no-progress"]) == 0
+    capsys.readouterr()
+    b = read_jsonl(decisions)[1]
+    assert b["decision"] == "duplicate" and b["duplicate_of"] == "a"
+    got = as_json(capsys, path, "--ids", "a,b")
+    assert got["distance"] == 7 and got["scheme"]["k"] > K
+    assert got["verdict"]["duplicate"] and got["verdict"]["reason"] == "above_threshold"
+    assert as_json(capsys, path, "--decisions", decisions, "--id", "b")["agrees"]
+    # with no wider radius, the same pair is beyond k, and detect calls b unique
+    narrow = as_json(capsys, path, "--ids", "a,b", "--short-k", "6")
+    assert narrow["scheme"]["k"] == K and narrow["verdict"]["reason"] == "beyond_k"
