@@ -5,7 +5,7 @@ The data of the page, not the page (detector/review_page.py draws it):
 1. The records again, as `neardup detect` read them: parsed, each HTML page cut to its
    main content by an Extractor run in input order (so the template model learns as it
    did), fingerprinted by the Engine; each paired with its decision.
-2. Each record's nearest earlier records by fingerprint (brute force, `nearest_earlier`),
+2. Each record's nearest earlier records by fingerprint (brute force, `candidate_pairs`),
    and their literal similarity: the decisions only carry the similarity of duplicates,
    and a threshold's effect shows in the pairs just below it.
 3. From those pairs, per space (text, or vectors of one dimension): the distributions of
@@ -295,7 +295,7 @@ def sample_rows(n: int, budget: int | None = None, seed: int = 0) -> np.ndarray:
     return np.sort(np.random.default_rng(seed).choice(n, size=size, replace=False))
 
 
-def nearest_earlier(
+def candidate_pairs(
     records: Sequence[Record],
     reach: dict[str, int],
     keep: int,
@@ -941,7 +941,7 @@ def review(
         s: scheme_for(s, settings.block_scheme(), settings.vector_block_scheme()).k + WIDER
         for s in {r.space for r in records}
     }
-    pairs = nearest_earlier(
+    pairs = candidate_pairs(
         records,
         reach,
         settings.max_candidates,
