@@ -156,7 +156,12 @@ def resolve(host: str, port: int, what: str) -> None:
 
 def kafka_addresses(servers: str) -> list[tuple[str, int]]:
     """--bootstrap-servers as (host, port) pairs, checked (servers_problem)."""
+    return addresses(servers, KAFKA_PORT, "--bootstrap-servers")
+
+
+def addresses(servers: str, default_port: int, option: str) -> list[tuple[str, int]]:
+    """host:port[,host:port] as (host, port) pairs, checked (servers_problem)."""
     if problem := servers_problem(servers):
-        raise ConfigError(f"--bootstrap-servers {servers!r} {problem}")
+        raise ConfigError(f"{option} {servers!r} {problem}")
     found = [_SERVER.fullmatch(item.strip()) for item in servers.split(",")]
-    return [(m[1].strip("[]"), int(m[2] or KAFKA_PORT)) for m in found if m is not None]
+    return [(m[1].strip("[]"), int(m[2] or default_port)) for m in found if m is not None]

@@ -210,6 +210,10 @@ def _redis_settings(args: argparse.Namespace) -> RedisSettings:
         cert_file=args.redis_cert_file or None,
         key_file=args.redis_key_file or None,
         cluster=args.redis_cluster,
+        sentinel=args.redis_sentinel or None,
+        service=args.redis_service or None,
+        min_replicas=args.redis_min_replicas,
+        wait_timeout=args.redis_wait_timeout,
     )
 
 
@@ -689,7 +693,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     from .index.redis import RedisIndex, maintenance
     from .index.redis.connect import check as check_redis
-    from .index.redis.connect import refusals
+    from .index.redis.connect import check_replicas, refusals
     from .metrics import KERNELS, REDIS_SECONDS, TRANSACTIONS, Health, serve_http
     from .pipeline import Limits, Loop
     from .retry import Startup
@@ -728,6 +732,7 @@ def _serve(args: argparse.Namespace) -> int:
     redis_name = f"Redis{' Cluster' if redis_at.cluster else ''} at {redis_at.where()}"
     client = start.wait(redis_name, redis_at.client)
     start.wait(redis_name, lambda: check_redis(client, redis_at))
+    start.wait(f"the replicas of {redis_name}", lambda: check_replicas(client, redis_at))
     index = RedisIndex(
         client,
         scheme,
@@ -740,7 +745,9 @@ def _serve(args: argparse.Namespace) -> int:
         vectors=settings.vector_block_scheme(),
         expected_docs=args.expected_docs,
         text_window=settings.text_window,
+        replication=redis_at.replication,
     )
+    _watch_replicas(index.store)
     detector = settings.detector(index, bind=False)
     KERNELS.labels(detector.engine.kernels.name).set(1)
     with refusals(redis_at):  # e.g. an ACL that lacks a key or a command
@@ -810,6 +817,24 @@ def _serve(args: argparse.Namespace) -> int:
     if profiled is not None:
         print(profiled.table(), file=sys.stderr, flush=True)
     return 0
+
+
+def _watch_replicas(store: Any) -> None:
+    """The replicas' confirmations into serve's metrics."""
+    from .metrics import MIN_REPLICAS, REPLICAS_CONFIRMED, UNCONFIRMED, WAIT_SECONDS
+
+    wanted = store.replication.min_replicas
+    MIN_REPLICAS.set(wanted)
+
+    def waited(w: Any) -> None:
+        if w is None:  # no reply at all: an outage, counted by the loop's retries
+            return
+        REPLICAS_CONFIRMED.set(w.confirmed)
+        WAIT_SECONDS.observe(w.seconds)
+        if w.confirmed < wanted:
+            UNCONFIRMED.inc()
+
+    store.on_wait = waited
 
 
 def _serve_topics(args: argparse.Namespace, kafka: KafkaSettings, start: Startup) -> TopicLimits:
@@ -1031,6 +1056,7 @@ def _index(args: argparse.Namespace) -> int:
             migrate(client, args.index)
             return 0
         index = RedisIndex.open(client, args.index)
+        index.store.replication = redis_at.replication
         if args.action == "stats":
             _index_stats(args, index)
         elif args.action == "export":
@@ -1065,7 +1091,8 @@ def _index_stats(args: argparse.Namespace, index: Any) -> None:
     finally:
         if progress is not None:
             progress.close()
-    print(json.dumps({**stats, "memory": memory.to_dict()}))
+    replication = index.store.replicas()
+    print(json.dumps({**stats, "memory": memory.to_dict(), "replication": replication}))
 
 
 NOT_FOUND_LISTED = 10  # ids not found that `index delete` names; beyond, the first ones

@@ -44,6 +44,25 @@ REDIS_SECONDS = Histogram(
     "Redis round trips",
     buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5),
 )
+MIN_REPLICAS = Gauge(
+    "neardup_redis_min_replicas",
+    "--redis-min-replicas: the replicas a batch's writes must reach before it is published",
+)
+REPLICAS_CONFIRMED = Gauge(
+    "neardup_redis_replicas_confirmed",
+    "Replicas that acknowledged the last batch's writes (WAIT's reply; the fewest over the "
+    "primaries), with --redis-min-replicas",
+)
+WAIT_SECONDS = Histogram(
+    "neardup_redis_wait_seconds",
+    "Confirmations of a batch's writes on the replicas (a write and WAIT on each primary)",
+    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1, 5),
+)
+UNCONFIRMED = Counter(
+    "neardup_redis_unconfirmed_total",
+    "Batches whose writes reached fewer replicas than --redis-min-replicas in time: "
+    "decided again, never published unconfirmed",
+)
 TRANSACTIONS = Counter(
     "neardup_transactions_total",
     "Kafka transactions of serve --exactly-once (a batch's decisions, dead letters and "

@@ -575,6 +575,41 @@ REDIS: tuple[Option, ...] = (
         False,
         "--redis-url is one node of a Redis Cluster; the index spreads over its primaries",
     ),
+    _redis(
+        "redis-sentinel",
+        "str",
+        None,
+        "Redis Sentinels, host:port[,host:port]: the index is on the primary they name for "
+        "--redis-service, followed when they promote a replica (--redis-url then gives only "
+        "the scheme, database and credentials)",
+        check=servers_problem,
+        metavar="HOST:PORT,...",
+    ),
+    _redis(
+        "redis-service",
+        "str",
+        None,
+        "the primary's name for the Sentinels (their `sentinel monitor NAME ...`)",
+        metavar="NAME",
+    ),
+    _redis(
+        "redis-min-replicas",
+        "int",
+        0,
+        "replicas each batch's writes must reach (WAIT) before its decisions are published; "
+        "one not confirmed is retried, never published. 0: the primary's word; a failover "
+        "can lose its newest commits (README, Running with replicas)",
+        check=at_least(0),
+        metavar="N",
+    ),
+    _redis(
+        "redis-wait-timeout",
+        "float",
+        1.0,
+        "seconds a WAIT for --redis-min-replicas waits before the batch is retried",
+        check=more_than(0),
+        metavar="SECONDS",
+    ),
     _redis("redis-username", "str", None, "Redis ACL user", metavar="USER"),
     *_login(
         _redis,

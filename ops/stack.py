@@ -16,10 +16,14 @@ What runs, on 127.0.0.1 (each service's configuration files are in ops/<service>
                              one SASL user for PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512
   Redis 7                    6379, and 6380 with TLS and client certificates; an ACL user
   Redis Cluster              7000-7002: three primaries, no password (bus ports 17000-17002)
+  Redis with replicas        6381 primary, 6382 its replica, no password; three Sentinels on
+                             26379-26381 watch them as service `neardup` and promote the replica
+                             when the primary is down for a second (ops/redis/sentinel.conf)
   and a test CA with certificates in <state>/tls, random passwords kept in <state>/secrets.
 `up` is idempotent: what runs with the same configuration is left alone, a server running with
 another one is restarted, a new Redis password is applied with ACL LOAD. It returns once a SCRAM
-login over SASL_SSL succeeds and the cluster reports cluster_state:ok. `env` prints the
+login over SASL_SSL succeeds, the cluster reports cluster_state:ok and each Sentinel knows the
+replica and the two other Sentinels. `env` prints the
 product's NEARDUP_BOOTSTRAP_SERVERS and NEARDUP_REDIS_URL, and the secured endpoints, users,
 passwords and certificate paths as NEARDUP_STACK_* lines for the tests.
 
@@ -48,6 +52,11 @@ option of the product); give every command the same values.
   NEARDUP_STACK_CLUSTER                 1: up starts the Redis Cluster, 0: not   (1)
   NEARDUP_STACK_REDIS_CLUSTER_PORT      first of the cluster's 3 ports    (7000)
   NEARDUP_STACK_REDIS_CLUSTER_BUS_PORT  first of its 3 bus ports          (cluster port + 10000)
+  NEARDUP_STACK_REPLICAS                1: up starts the primary, its replica and the Sentinels,
+                                        0: not                            (1)
+  NEARDUP_STACK_REDIS_PRIMARY_PORT      first of the replica set's 2 ports (6381)
+  NEARDUP_STACK_SENTINEL_PORT           first of the 3 Sentinels' ports   (26379)
+  NEARDUP_STACK_REDIS_SERVICE           the name the Sentinels know the set by (neardup)
   NEARDUP_STACK_REDIS_START_TIMEOUT     seconds to wait for each Redis and the cluster   (30)
   NEARDUP_STACK_STOP_TIMEOUT            seconds from SIGTERM to SIGKILL   (30)
 Progress and errors go to stderr. Standard library only: this runs before the project's venv.
@@ -349,6 +358,18 @@ class Settings:
         self.cluster_ports = [first, first + 1, first + 2]
         bus = self.number("REDIS_CLUSTER_BUS_PORT", first + 10000)
         self.bus_ports = [bus, bus + 1, bus + 2]
+        if (replicas := self.get("REPLICAS", "1")) not in ("0", "1"):
+            raise StackError(f"NEARDUP_STACK_REPLICAS must be 0 or 1, not {replicas!r}")
+        self.replicas = replicas == "1"
+        primary = self.number("REDIS_PRIMARY_PORT", 6381)
+        self.replica_ports = [primary, primary + 1]
+        sentinel = self.number("SENTINEL_PORT", 26379)
+        self.sentinel_ports = [sentinel, sentinel + 1, sentinel + 2]
+        self.redis_service = self.get("REDIS_SERVICE", "neardup")
+        if not re.fullmatch(r"[A-Za-z0-9._-]+", self.redis_service):
+            raise StackError(
+                f"NEARDUP_STACK_REDIS_SERVICE must be of A-Za-z0-9._-, not {self.redis_service!r}"
+            )
         self.stop_timeout = self.number("STOP_TIMEOUT", 30)
 
     def get(self, name: str, default: str = "") -> str:
@@ -374,6 +395,11 @@ class Settings:
             for i in range(3):
                 ports[f"NEARDUP_STACK_REDIS_CLUSTER_PORT(+{i})"] = self.cluster_ports[i]
                 ports[f"NEARDUP_STACK_REDIS_CLUSTER_BUS_PORT(+{i})"] = self.bus_ports[i]
+        if self.replicas:
+            for i in range(2):
+                ports[f"NEARDUP_STACK_REDIS_PRIMARY_PORT(+{i})"] = self.replica_ports[i]
+            for i in range(3):
+                ports[f"NEARDUP_STACK_SENTINEL_PORT(+{i})"] = self.sentinel_ports[i]
         seen: dict[int, str] = {}
         for name, port in ports.items():
             if port > 65535:
@@ -958,23 +984,30 @@ class RedisServer:
         self.out = dir / "redis.out"
         self.proc: subprocess.Popen[bytes] | None = None  # the server launch() started
 
-    def launch(self, conf: Path, args: list[str], extra: str = "") -> None:
+    persistent = True  # with ops/redis/persistence.conf
+
+    def program(self) -> list[str]:
+        return ["redis-server"]
+
+    def launch(self, conf: Path, args: list[str], extra: str = "", own_conf: bool = False) -> None:
         """Make sure it runs with CONF and ARGS. One running with the same command line, config
         files and EXTRA (a digest of its certificates) is left alone; one with others is
         stopped; then a new one is started (in the foreground of its own session, not
-        --daemonize, so that one dying as it starts is noticed at once)."""
+        --daemonize, so that one dying as it starts is noticed at once). OWN_CONF: CONF is
+        the server's to rewrite (a Sentinel, or a node Sentinel reconfigures), so EXTRA stands
+        for it in the stamp instead of its text."""
         argv = [
-            "redis-server",
+            *self.program(),
             str(conf),
-            "--include",
-            str(self.PERSISTENCE),
+            *(["--include", str(self.PERSISTENCE)] if self.persistent else []),
             *args,
             "--pidfile",
             str(self.pid),
             "--logfile",
             str(self.log),
         ]
-        stamp = sha256("\n".join([*argv, read(conf), read(self.PERSISTENCE), extra]))
+        text = "" if own_conf else read(conf)
+        stamp = sha256("\n".join([*argv, text, read(self.PERSISTENCE), extra]))
         where = f"{HOST}:{','.join(map(str, self.ports))}"
         if (pid := running_pid(self.pid, self.MARKER)) is not None:
             if read(self.stamp).strip() == stamp:
@@ -984,9 +1017,9 @@ class RedisServer:
         check_free(
             self.ports,
             self.name,
-            "NEARDUP_STACK_REDIS_PORT, _REDIS_TLS_PORT, "
-            "_REDIS_CLUSTER_PORT, _REDIS_CLUSTER_BUS_PORT; or the system's redis-server: "
-            "'service redis-server stop'",
+            "NEARDUP_STACK_REDIS_PORT, _REDIS_TLS_PORT, _REDIS_CLUSTER_PORT, "
+            "_REDIS_CLUSTER_BUS_PORT, _REDIS_PRIMARY_PORT, _SENTINEL_PORT; or the system's "
+            "redis-server: 'service redis-server stop'",
         )
         self.pid.unlink(missing_ok=True)
         log(f"starting {self.name} on {where}")
@@ -1199,6 +1232,161 @@ class Cluster:
         return lines
 
 
+# ---------------------------------------------------------------- Redis with replicas
+
+
+class SentinelServer(RedisServer):
+    """One `redis-sentinel CONF`: no persistence file (it keeps its state in CONF)."""
+
+    MARKER = "redis-sentinel"
+    persistent = False
+
+    def program(self) -> list[str]:
+        return ["redis-sentinel"]
+
+
+class ReplicaSet:
+    """A primary and its replica, no password, and three Sentinels that watch them as one
+    service and promote the replica when the primary is down. Each node and Sentinel starts
+    on a copy of its configuration in its own directory (<state>/redis-replicas/<port>),
+    made once: the Sentinels rewrite them as roles change, so who is primary is kept across
+    restarts, and `up` leaves a set that failed over as it is."""
+
+    def __init__(self, s: Settings) -> None:
+        self.s, self.dir = s, s.state / "redis-replicas"
+        self.nodes = [
+            RedisServer(s, f"Redis replica-set node {p}", self.dir / str(p), (p,))
+            for p in s.replica_ports
+        ]
+        self.sentinels = [
+            SentinelServer(s, f"Redis Sentinel {p}", self.dir / str(p), (p,))
+            for p in s.sentinel_ports
+        ]
+
+    def start(self) -> None:
+        s, primary = self.s, self.s.replica_ports[0]
+        for node in self.nodes:
+            port = node.ports[0]
+            conf = node.dir / "redis.conf"
+            made = (OPS / "redis/replica-node.conf").read_text()
+            if port != primary:
+                made += f"replicaof {HOST} {primary}\n"
+            self._once(conf, made)
+            node.launch(
+                conf,
+                ["--port", str(port), "--dir", str(node.dir)],
+                extra=f"made {sha256(made)}",
+                own_conf=True,
+            )
+        for node in self.nodes:
+            node.wait()
+        for sentinel in self.sentinels:
+            conf = sentinel.dir / "sentinel.conf"
+            made = render(
+                OPS / "redis/sentinel.conf",
+                {
+                    "PORT": str(sentinel.ports[0]),
+                    "DIR": str(sentinel.dir),
+                    "SERVICE": s.redis_service,
+                    "PRIMARY_PORT": str(primary),
+                },
+            )
+            self._once(conf, made)
+            sentinel.launch(conf, [], extra=f"made {sha256(made)}", own_conf=True)
+        for sentinel in self.sentinels:
+            sentinel.wait()
+        self._wait_ready()
+
+    @staticmethod
+    def _once(conf: Path, made: str) -> None:
+        """Write CONF unless it was made from MADE before: the server's rewrites of it stay,
+        a change of ours (other ports) replaces it."""
+        mark = conf.with_name(conf.name + ".made")
+        if read(mark) != sha256(made) or not conf.exists():
+            write(conf, made)
+            write(mark, sha256(made))
+
+    def sentinel_state(self, port: int) -> dict[str, str]:
+        """What the Sentinel on PORT knows of the service (SENTINEL MASTER), {} if nothing."""
+        words = redis_cli(port, "SENTINEL", "MASTER", self.s.redis_service).splitlines()
+        return dict(zip(words[::2], words[1::2], strict=False))
+
+    def _wait_ready(self) -> None:
+        """Until each Sentinel knows the primary, its replica and the two other Sentinels:
+        before that a failover could not reach its quorum."""
+        deadline = time.monotonic() + self.s.redis_start_timeout
+        while True:
+            states = [self.sentinel_state(p) for p in self.s.sentinel_ports]
+            if all(
+                st.get("flags") == "master"
+                and st.get("num-slaves") == "1"
+                and st.get("num-other-sentinels") == "2"
+                for st in states
+            ):
+                break
+            if time.monotonic() >= deadline:
+                fail(
+                    f"the Sentinels do not all see the primary, its replica and each other "
+                    f"after {self.s.redis_start_timeout}s: {states}",
+                    *((x.log, 20) for x in self.sentinels),
+                )
+            time.sleep(0.2)
+        primary = states[0].get("ip", "?") + ":" + states[0].get("port", "?")
+        log(f"Redis replica set is up: primary {primary}, Sentinels {self.addresses()}")
+
+    def addresses(self) -> str:
+        return ",".join(f"{HOST}:{p}" for p in self.s.sentinel_ports)
+
+    def stop(self) -> None:
+        """The Sentinels first (else they would fail over a primary being stopped), then
+        every node with a directory in the state dir, whatever the ports are now."""
+        for pid in sorted(self.dir.glob("*/redis.pid")):
+            is_sentinel = (pid.parent / "sentinel.conf").exists()
+            if is_sentinel:
+                stop_pidfile(
+                    f"Redis Sentinel {pid.parent.name}", pid, "redis-sentinel", self.s.stop_timeout
+                )
+        for pid in sorted(self.dir.glob("*/redis.pid")):
+            if not (pid.parent / "sentinel.conf").exists():
+                stop_pidfile(
+                    f"Redis replica-set node {pid.parent.name}",
+                    pid,
+                    RedisServer.MARKER,
+                    self.s.stop_timeout,
+                )
+
+    def status(self) -> list[tuple[str, bool]]:
+        lines = []
+        for node in self.nodes:
+            port = node.ports[0]
+            if (pid := running_pid(node.pid, node.MARKER)) is None:
+                lines.append((f"redis-replicas: node on {HOST}:{port} stopped", False))
+                continue
+            info = redis_cli(port, "INFO", "replication")
+            role = re.search(r"^role:(\w+)", info, re.MULTILINE)
+            lines.append(
+                (
+                    f"redis-replicas: node running (pid {pid}) on {HOST}:{port}, "
+                    f"role:{role.group(1) if role else '?'}",
+                    role is not None,
+                )
+            )
+        for sentinel in self.sentinels:
+            port = sentinel.ports[0]
+            if (pid := running_pid(sentinel.pid, sentinel.MARKER)) is None:
+                lines.append((f"redis-sentinel: on {HOST}:{port} stopped", False))
+                continue
+            st = self.sentinel_state(port)
+            lines.append(
+                (
+                    f"redis-sentinel: running (pid {pid}) on {HOST}:{port}, primary "
+                    f"{st.get('ip', '?')}:{st.get('port', '?')} ({st.get('flags', '?')})",
+                    st.get("flags") == "master",
+                )
+            )
+        return lines
+
+
 # ---------------------------------------------------------------- commands
 
 
@@ -1206,6 +1394,7 @@ class Stack:
     def __init__(self, s: Settings) -> None:
         self.s, self.installer, self.tls = s, Installer(s), Tls(s)
         self.kafka, self.redis, self.cluster = Kafka(s), Redis(s), Cluster(s)
+        self.replicas = ReplicaSet(s)
 
     def prepare(self) -> Credentials:
         """What every start needs first: sane ports, the certificates, the passwords."""
@@ -1220,6 +1409,9 @@ class Stack:
         self.redis.start(c, self.tls)
         if self.s.cluster:
             self.cluster.start()
+        if self.s.replicas:
+            self.installer.need("redis-sentinel", package="redis-sentinel")
+            self.replicas.start()
         self.kafka.wait(c, self.tls)
         log(f"stack is up in {time.monotonic() - t0:.0f}s; state in {self.s.state}")
 
@@ -1227,10 +1419,12 @@ class Stack:
         self.kafka.stop()
         self.redis.stop()
         self.cluster.stop()
+        self.replicas.stop()
 
     def status(self) -> int:
         lines = [self.kafka.status(), self.redis.status()]
         lines += self.cluster.status() if self.s.cluster else []
+        lines += self.replicas.status() if self.s.replicas else []
         print(*(line for line, _ in lines), f"state: {self.s.state}", sep="\n")
         return 0 if all(ok for _, ok in lines) else 1
 
@@ -1256,6 +1450,9 @@ class Stack:
         }
         if s.cluster:
             lines["NEARDUP_STACK_REDIS_CLUSTER_URL"] = f"redis://{HOST}:{s.cluster_ports[0]}/0"
+        if s.replicas:  # the values of serve's --redis-sentinel and --redis-service
+            lines["NEARDUP_STACK_REDIS_SENTINEL"] = self.replicas.addresses()
+            lines["NEARDUP_STACK_REDIS_SERVICE"] = s.redis_service
         for name, value in lines.items():  # always single-quoted for sh: it's -> 'it'\''s'
             print(f"export {name}='" + value.replace("'", "'\\''") + "'")
 
@@ -1281,10 +1478,11 @@ class Stack:
 
     def install(self) -> None:
         self.installer.need("redis-server", "redis-cli", package="redis-server")
+        self.installer.need("redis-sentinel", package="redis-sentinel")
         self.installer.need("openssl", package="openssl")
         self.installer.java()
         libs = self.installer.kafka_libs()
-        log(f"installed: redis-server, openssl, java 17+; Kafka jars in {libs}")
+        log(f"installed: redis-server, redis-sentinel, openssl, java 17+; Kafka jars in {libs}")
 
     def browser(self) -> None:
         """Debian's Chromium and chromedriver, for the browser tests (tests/browser)."""

@@ -102,7 +102,18 @@ def test_the_kafka_adapter_needs_no_numpy() -> None:
 
 # The Redis index from the bottom up: each of these imports only those before it (the
 # package's docstring lists them so); the index never imports its maintenance.
-REDIS = ["connect", "keys", "lua", "resp", "cluster", "footprint", "store", "templates", "index"]
+REDIS = [
+    "replication",
+    "connect",
+    "keys",
+    "lua",
+    "resp",
+    "cluster",
+    "footprint",
+    "store",
+    "templates",
+    "index",
+]
 REDIS += ["maintenance", "bulk"]
 
 

@@ -666,6 +666,7 @@ BAD_STRINGS: dict[str, tuple[str, str]] = {
     "vector_scheme": ("k3-b3", "block scheme 'k3-b3': need 0 <= k < blocks <= 64"),
     "redis_url": ("127.0.0.1:6379", "has no scheme: write redis://HOST:PORT/DB"),
     "bootstrap_servers": ("h:1,,h:2", "must be host:port, or several separated by commas"),
+    "redis_sentinel": ("h:26379,h:0", "must be host:port, or several separated by commas"),
     "input_topic": ("a/b", "must be 1 to 249 of the characters a-z, A-Z, 0-9"),
     "output_topic": ("..", "must be 1 to 249 of the characters a-z, A-Z, 0-9"),
     "dead_letter_topic": ("", "must be 1 to 249 of the characters a-z, A-Z, 0-9"),

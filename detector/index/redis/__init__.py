@@ -19,6 +19,8 @@ A batch's commit, one consumer:
   4. apply the range to the shards (bucket entries, digests, the id map and its counts,
      the decision records: APPLY_SHARD), then APPLIED on the coordinator takes it off
      pending and trims the log and the recent writes
+  5. with --redis-min-replicas N, confirm: WAIT on each primary until N replicas have
+     every write it took (replication.py); only then are the decisions published
 A consumer that dies between 3 and 4 leaves its range pending: lookups keep reading those
 entries from the log, and after REPAIR_AFTER seconds another consumer applies them.
 
@@ -28,7 +30,10 @@ sees every document committed after a lookup: two near-duplicates committed at o
 consumers are never both unique, on a cluster as on one server.
 
 The files, from the bottom up (each imports only files above it):
-  connect.py      connection settings, the client factory, refused credentials
+  replication.py  the replicas a batch's writes must reach before it is published
+                  (--redis-min-replicas), and what a confirmation found
+  connect.py      connection settings, the client factory (one server, a Cluster, the
+                  primary Sentinels name), refused credentials, the replicas at start
   keys.py         the key layout: names, slots, the LOG and ENTRY records
   scripts/*.lua   the scripts, each with its KEYS, ARGV and reply
   lua.py          loads them, each with its typed pair: an `Args` builder of its KEYS and
@@ -36,7 +41,7 @@ The files, from the bottom up (each imports only files above it):
   cluster.py      Batch: one round trip, one pipeline per node of a cluster
   footprint.py    what the index's keys weigh in memory, exactly or from a sample
   store.py        Store: the round trips (call, eval, batch, snapshot), timed, with their
-                  failures sorted into the error tree
+                  failures sorted into the error tree; confirm, the WAIT before publishing
   templates.py    the site-template model in the shards, on a Store
   index.py        RedisIndex, in the order a batch goes through it: plan (bind, open),
                   keys, lookup, commit, apply, repair; then forget (revisions, delete)

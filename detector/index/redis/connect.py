@@ -3,20 +3,25 @@ factory of clients, and the start-up check that tells a refused password or an u
 certificate (fix and rerun) from a server that is away (wait for it).
 
 Every command that talks to Redis builds its client with `RedisSettings.client()`, so a
-new way of connecting (Redis Cluster, say) is added there once.
+new way of connecting is added there once: one server (--redis-url), a Redis Cluster
+(--redis-cluster: the client follows the slots and their failovers), or the primary that
+Redis Sentinels name (--redis-sentinel, --redis-service: every new connection asks them,
+so a consumer follows a promoted replica once its connections to the old primary break).
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
 
 import redis
 from redis.cluster import RedisCluster
+from redis.connection import parse_url
 from redis.exceptions import (
     AuthenticationWrongNumberOfArgsError,
     ClusterError,
@@ -27,6 +32,7 @@ from redis.exceptions import (
 from ...access import (
     DEFAULT_REDIS_URL,
     Secret,
+    addresses,
     as_variables,
     join_url,
     redact_url,
@@ -35,6 +41,9 @@ from ...access import (
 )
 from ...errors import BackendUnavailable, ConfigError
 from ...tls import check_tls_files, tls_refusal
+from .replication import Replication
+
+SENTINEL_PORT = 26379
 
 
 @dataclass(frozen=True)
@@ -51,10 +60,34 @@ class RedisSettings:
     socket_timeout: float = 30.0
     connect_timeout: float = 5.0
     cluster: bool = False  # url is one node of a Redis Cluster; the client finds the rest
+    # Sentinels (host, port) that name the primary of `service`; url then gives only the
+    # scheme (TLS), the database and the credentials of that primary
+    sentinels: tuple[tuple[str, int], ...] = ()
+    service: str | None = None
+    replication: Replication = field(default_factory=Replication)
 
     def __post_init__(self) -> None:
         if problem := redis_url_problem(self.url):
             raise ConfigError(f"--redis-url {problem}")
+        if self.sentinels and self.cluster:
+            raise ConfigError(
+                "--redis-sentinel and --redis-cluster: a Cluster promotes its own replicas, "
+                "Sentinels watch one primary; give one of them"
+            )
+        if self.sentinels and not self.service:
+            raise ConfigError(
+                "--redis-sentinel needs --redis-service, the name the Sentinels know the "
+                "primary by (their `sentinel monitor NAME ...`)"
+            )
+        if self.service and not self.sentinels:
+            raise ConfigError(
+                "--redis-service names a primary for Sentinels: give --redis-sentinel"
+            )
+        if self.sentinels and urlsplit(self.url).scheme == "unix":
+            raise ConfigError(
+                "--redis-sentinel needs a redis:// or rediss:// --redis-url (its scheme, "
+                "database and credentials are the primary's), not unix://"
+            )
         if self.cluster and urlsplit(self.url).scheme == "unix":
             raise ConfigError("--redis-cluster needs a redis:// or rediss:// URL of one node")
         if not self.tls and (self.ca_file or self.cert_file or self.key_file):
@@ -79,6 +112,10 @@ class RedisSettings:
         cert_file: str | None = None,
         key_file: str | None = None,
         cluster: bool = False,
+        sentinel: str | None = None,
+        service: str | None = None,
+        min_replicas: int = 0,
+        wait_timeout: float = 1.0,
     ) -> RedisSettings:
         """Settings from the command line. A user and password in the URL
         (`redis://user:pw@host`, or `?password=`) count as if given as options; the
@@ -94,6 +131,11 @@ class RedisSettings:
             cert_file=cert_file,
             key_file=key_file,
             cluster=cluster,
+            sentinels=tuple(addresses(sentinel, SENTINEL_PORT, "--redis-sentinel"))
+            if sentinel
+            else (),
+            service=service or None,
+            replication=Replication(min_replicas, wait_timeout),
         )
 
     @property
@@ -102,7 +144,12 @@ class RedisSettings:
 
     def where(self) -> str:
         """The server, fit to print."""
+        if self.sentinels:
+            return f"the primary of {self.service!r} by Sentinels {self.sentinel_list()}"
         return redact_url(self.url)
+
+    def sentinel_list(self) -> str:
+        return ",".join(f"{host}:{port}" for host, port in self.sentinels)
 
     def who(self) -> str:
         return f"user {self.username!r}" if self.username else "the default user"
@@ -126,6 +173,8 @@ class RedisSettings:
         try:
             if self.cluster:
                 return self._cluster(options)
+            if self.sentinels:
+                return self._sentinel(options)
             return redis.Redis.from_url(self.url, **options)
         except ValueError as exc:  # a malformed URL; the message does not repeat it
             raise ConfigError(f"--redis-url {self.where()}: {exc}") from None
@@ -142,8 +191,27 @@ class RedisSettings:
                 raise problem from None
             raise BackendUnavailable(f"Redis Cluster at {self.where()}: {exc}") from exc
 
+    def _sentinel(self, options: dict[str, Any]) -> redis.Redis:
+        """A client of the primary the Sentinels name. Its pool asks them at every new
+        connection, and drops a connection that finds a replica where the primary was."""
+        from redis.sentinel import Sentinel
+
+        self.resolve()
+        if self.tls:
+            options["ssl"] = True  # the pool picks its TLS connection class by this
+        reach = {k: options[k] for k in ("socket_timeout", "socket_connect_timeout")}
+        sentinel = Sentinel(list(self.sentinels), sentinel_kwargs=reach, **options)
+        url: Any = parse_url  # untyped in redis-py
+        db = int(url(self.url).get("db") or 0)
+        client: redis.Redis = sentinel.master_for(self.service or "", db=db)
+        return client
+
     def resolve(self) -> None:
         """ConfigError for a host name that does not exist (redis-py would wait for it)."""
+        if self.sentinels:
+            for host, port in self.sentinels:
+                resolve(host, port, f"Redis Sentinel at {host}:{port}")
+            return
         parts = urlsplit(self.url)
         if parts.scheme != "unix" and parts.hostname:
             resolve(parts.hostname, parts.port or 6379, f"Redis at {self.where()}")
@@ -160,6 +228,10 @@ class RedisSettings:
                 "REDIS_CERT_FILE": self.cert_file,
                 "REDIS_KEY_FILE": self.key_file,
                 "REDIS_CLUSTER": "1" if self.cluster else None,
+                "REDIS_SENTINEL": self.sentinel_list() or None,
+                "REDIS_SERVICE": self.service,
+                "REDIS_MIN_REPLICAS": str(self.replication.min_replicas),
+                "REDIS_WAIT_TIMEOUT": repr(self.replication.timeout),
             }
         )
 
@@ -266,3 +338,68 @@ def _dropped(exc: BaseException) -> bool:
     return "Connection closed by server" in text or (
         text.startswith("Error while reading") and "Connection reset by peer" in text
     )
+
+
+def check_replicas(client: redis.Redis | RedisCluster, settings: RedisSettings) -> None:
+    """Start-up, with --redis-min-replicas N: a ConfigError if no commit could ever be
+    confirmed (the Sentinels know fewer replicas of the primary, or a Cluster primary has
+    fewer), BackendUnavailable while one server has fewer connected (they may be
+    starting: waited for)."""
+    wanted = settings.replication.min_replicas
+    if not wanted:
+        return
+    c: Any = client  # redis-py's sentinel and cluster helpers are untyped
+    if isinstance(client, RedisCluster):
+        for primary, replicas in cluster_replicas(client).items():
+            if replicas < wanted:
+                raise ConfigError(
+                    f"--redis-min-replicas {wanted}, but the Redis Cluster primary {primary} "
+                    f"has {replicas} replica(s): no commit could ever be confirmed"
+                )
+        return
+    if settings.sentinels:
+        manager = c.connection_pool.sentinel_manager
+        known = 0
+        for sentinel in manager.sentinels:  # the first that answers
+            with contextlib.suppress(redis.ConnectionError, redis.TimeoutError):
+                known = len(sentinel.sentinel_slaves(settings.service))
+                break
+        if known < wanted:
+            raise ConfigError(
+                f"--redis-min-replicas {wanted}, but the Sentinels know {known} replica(s) "
+                f"of {settings.service!r}: no commit could ever be confirmed"
+            )
+        up = manager.discover_slaves(settings.service)
+        if len(up) < wanted:
+            raise BackendUnavailable(
+                f"--redis-min-replicas {wanted}: {len(up)} of the {known} replica(s) of "
+                f"{settings.service!r} are up"
+            )
+        return
+    info = c.info("replication")
+    if info.get("role") != "master":
+        raise ConfigError(
+            f"Redis at {settings.where()} is a replica: give its primary (or --redis-sentinel)"
+        )
+    if int(info.get("connected_slaves", 0)) < wanted:
+        raise BackendUnavailable(
+            f"--redis-min-replicas {wanted}: Redis at {settings.where()} has "
+            f"{info.get('connected_slaves', 0)} replica(s) connected"
+        )
+
+
+def cluster_replicas(client: RedisCluster) -> dict[str, int]:
+    """Each primary that serves slots (host:port) -> the replicas CLUSTER NODES gives it,
+    whether up or not."""
+    c: Any = client
+    nodes = c.cluster_nodes()  # {"host:port": {"node_id", "flags", "master_id", "slots"...}}
+    primaries = {
+        n["node_id"]: address
+        for address, n in nodes.items()
+        if "master" in n["flags"] and n.get("slots")
+    }
+    counts = dict.fromkeys(primaries.values(), 0)
+    for n in nodes.values():
+        if n.get("master_id") in primaries:
+            counts[primaries[n["master_id"]]] += 1
+    return counts

@@ -62,6 +62,7 @@ from .keys import (
     write_of,
 )
 from .lua import Snapshot
+from .replication import Replication
 from .store import Store
 from .templates import RedisTemplates
 
@@ -190,6 +191,7 @@ class RedisIndex:
         codec: Codec | None = None,
         expected_docs: int | None = None,
         text_window: int | None = None,
+        replication: Replication | None = None,
     ) -> None:
         self.layout = Layout(namespace)
         if text_window is not None and text_window < 0:
@@ -212,6 +214,7 @@ class RedisIndex:
         # never a field a consumer must match (an index without a plan stays valid)
         self.expected_docs = expected_docs
         self.store = Store(client, self.layout, observe)
+        self.store.replication = replication or Replication()
         self.client = client
         self.scheme = scheme
         self.vector_scheme = vectors or default_vector_scheme()
@@ -864,6 +867,8 @@ class RedisIndex:
             self._apply(writes, reply.member)
             self._drop_texts(unindexed)
             self._drop_raced(raced)
+        with stage("decide/index/confirm"):
+            self.store.confirm()  # before any of these decisions is published
         return Committed(done, stored)
 
     def _drop_raced(self, names: Sequence[str]) -> None:
@@ -1124,7 +1129,10 @@ class RedisIndex:
         # again: rewrites stay rare, and a lookup reads at most 1.5 x max_bucket entries.
         limit = self.max_bucket * self.entry_bytes * 3 // 2
         keep = self.max_bucket * self.entry_bytes
-        batch = self.store.batch()
+        # On a Cluster, the shards' writes reach their replicas before APPLIED lets the
+        # coordinator trim its log: else a shard's failover could lose entries that no
+        # log holds any more. (On one server, confirming APPLIED confirms them too.)
+        batch = self.store.batch(confirmed=isinstance(self.client, RedisCluster))
         for shard, p in shards.items():
             args = lua.apply_shard_args(
                 p,
@@ -1260,6 +1268,7 @@ class RedisIndex:
         self._apply(writes, reply.member)
         # the id's own text too: one written for a commit that never came (a crash)
         self._forget_versions([v for _, s in gone for v in s.versions], [i for i, _ in gone])
+        self.store.confirm()  # before the tombstone is forwarded
         return [i for i, _ in gone]
 
     def _forget_versions(self, versions: Sequence[Version], texts: Sequence[str] = ()) -> None:

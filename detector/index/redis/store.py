@@ -6,6 +6,7 @@ and the scripts' typed pairs (lua.py), nothing of what the index decides."""
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from typing import Any
@@ -16,7 +17,8 @@ from redis.cluster import RedisCluster
 from ...errors import BackendUnavailable, ConfigError
 from . import lua
 from .cluster import Batch
-from .keys import Layout
+from .keys import SHARDS, Layout
+from .replication import BARRIER_TTL_MS, Replication, Unconfirmed, Waited
 
 
 class Store:
@@ -32,6 +34,9 @@ class Store:
         self.client = client
         self.layout = layout
         self.observe = observe
+        self.replication = Replication()
+        self.waited: Waited | None = None  # the last confirmation
+        self.on_wait: Callable[[Waited | None], None] | None = None  # serve's metrics
 
     def call(self, fn: Any, *args: Any) -> Any:
         """One round trip: timed, and its failures sorted into the error tree."""
@@ -49,6 +54,12 @@ class Store:
             redis.exceptions.ReadOnlyError,
         ) as exc:
             raise BackendUnavailable(f"Redis: {exc}") from exc
+        except redis.ResponseError as exc:
+            # a primary with min-replicas-to-write that lacks its replicas, or a replica
+            # that lost its primary (replica-serve-stale-data no): both wait it out
+            if str(exc).startswith(("NOREPLICAS", "MASTERDOWN")):
+                raise BackendUnavailable(f"Redis: {exc}") from exc
+            raise
         finally:
             if self.observe is not None:
                 self.observe(time.perf_counter() - start)
@@ -63,9 +74,75 @@ class Store:
         batch.add(args.keys[0], "EVAL", args.script, len(args.keys), *args.keys, *args.argv)
         return self.call(batch.execute)[0]
 
-    def batch(self) -> Batch:
-        """An empty round trip; `call(batch.execute)` sends it."""
-        return Batch(self.client)
+    def batch(self, confirmed: bool = False) -> Batch:
+        """An empty round trip; `call(batch.execute)` sends it. `confirmed`: its writes
+        reach --redis-min-replicas replicas before it returns (replication.py)."""
+        return Batch(self.client, self.replication.wait() if confirmed else None)
+
+    def confirm(self) -> None:
+        """Every write each primary has taken so far (this process's, and those its reads
+        saw) on --redis-min-replicas replicas, or Unconfirmed: a barrier key written and
+        WAIT, one pipeline a primary. Nothing when no replica is asked for."""
+        if not self.replication.min_replicas:
+            return
+        batch = self.batch(confirmed=True)
+        for key in self._barriers():
+            batch.add(key, "SET", key, 1, "PX", BARRIER_TTL_MS)
+        start = time.perf_counter()
+        try:
+            self.call(batch.execute)
+        finally:
+            if batch.confirmed is not None:
+                self.waited = Waited(batch.confirmed, time.perf_counter() - start)
+            if self.on_wait is not None:
+                self.on_wait(self.waited if batch.confirmed is not None else None)
+
+    def replicas(self) -> dict[str, Any]:
+        """What `index stats` shows of replication: the replicas asked for, each primary's
+        connected replicas and how many bytes each is behind, and one confirmation of
+        them all now (WAIT's reply, and its round trip in ms)."""
+        c: Any = self.client
+        if isinstance(self.client, RedisCluster):
+            infos = dict(c.info("replication", target_nodes=RedisCluster.PRIMARIES))
+        else:
+            infos = {"primary": self.call(c.info, "replication")}
+        primaries: dict[str, dict[str, Any]] = {}
+        for node, info in infos.items():
+            offset = int(info.get("master_repl_offset", 0))
+            lags = [
+                offset - int(v.get("offset", 0))
+                for k, v in info.items()
+                if k.startswith("slave") and isinstance(v, dict)
+            ]
+            primaries[str(node)] = {"replicas": len(lags), "behind_bytes": lags}
+        state: dict[str, Any] = {
+            "min_replicas": self.replication.min_replicas,
+            "wait_timeout": self.replication.timeout,
+            "primaries": primaries,
+        }
+        everyone = min((int(p["replicas"]) for p in primaries.values()), default=0)
+        if everyone:
+            batch = Batch(self.client, (everyone, self.replication.timeout_ms))
+            for key in self._barriers():
+                batch.add(key, "SET", key, 1, "PX", BARRIER_TTL_MS)
+            start = time.perf_counter()
+            with contextlib.suppress(Unconfirmed):
+                self.call(batch.execute)
+            state["confirmed"] = batch.confirmed
+            state["wait_ms"] = round((time.perf_counter() - start) * 1000, 3)
+        return state
+
+    def _barriers(self) -> list[str]:
+        """A key on each primary: the coordinator's, then one of each shard's primary."""
+        keys = [self.layout.prefix + "wt"]
+        if not isinstance(self.client, RedisCluster):
+            return keys
+        client: Any = self.client
+        keys += [self.layout.shard_prefix(s) + "wt" for s in range(SHARDS)]
+        by_node: dict[str, str] = {}
+        for key in keys:
+            by_node.setdefault(client.get_node_from_key(key).name, key)
+        return list(by_node.values())
 
     def snapshot(self, retention: int) -> lua.Snapshot:
         """What a lookup reads before the shards (scripts/snapshot.lua)."""

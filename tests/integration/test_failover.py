@@ -1,0 +1,241 @@
+"""Losing the Redis primary while three consumers serve a steady stream: the primary is
+killed with SIGKILL, the Sentinels promote its replica, and the old primary comes back
+as the new primary's replica; twice. Then the DESIGN invariants on what was published.
+
+With --redis-min-replicas 1 every batch's writes are on the replica before its decisions
+are published, so a failover takes back nothing that was published: the invariants must
+hold. With 0 a failover may take back the newest commits: the test reports what it saw
+(a loss needs the kill to land between a commit and its replication, which a local
+replica rarely lets happen), and asserts only that every record got a decision.
+
+The servers are ops/stack.sh's replica set: a primary, its replica and three Sentinels
+(NEARDUP_STACK_REDIS_SENTINEL, _REDIS_SERVICE, printed by `ops/stack.sh env`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from ..helpers import SAMPLE, read_jsonl
+from .admin import create_topics, drop_index, wait_for_group
+from .invariants import check_invariants
+from .processes import Names, Serve, logs, run_detector, stack
+from .readers import DecisionReader, Producer
+
+PARTITIONS = 6
+CONSUMERS = 3
+RECORDS = 300
+SENTINELS = os.environ.get("NEARDUP_STACK_REDIS_SENTINEL", "")
+SERVICE = os.environ.get("NEARDUP_STACK_REDIS_SERVICE", "neardup")
+FAILOVER_WAIT = 30.0  # seconds for a promotion, or for a node to rejoin as a replica
+
+
+def sentinels() -> list[redis.Redis]:
+    if not SENTINELS:
+        pytest.fail(
+            "NEARDUP_STACK_REDIS_SENTINEL is unset: `ops/stack.sh up` starts the replica set "
+            'and `eval "$(ops/stack.sh env)"` names its Sentinels',
+            pytrace=False,
+        )
+    out = []
+    for address in SENTINELS.split(","):
+        host, _, port = address.rpartition(":")
+        out.append(redis.Redis(host, int(port), socket_timeout=5, decode_responses=True))
+    return out
+
+
+def primary_address() -> tuple[str, int]:
+    """The primary, as the Sentinels' majority names it."""
+    seen: dict[tuple[str, int], int] = {}
+    for s in sentinels():
+        with contextlib.suppress(redis.RedisError):
+            host, port = s.sentinel_get_master_addr_by_name(SERVICE)
+            seen[(host, int(port))] = seen.get((host, int(port)), 0) + 1
+    assert seen, "no Sentinel answers"
+    return max(seen, key=lambda a: seen[a])
+
+
+def until(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"{what}: not within {timeout}s"
+        time.sleep(0.1)
+
+
+def node(address: tuple[str, int]) -> redis.Redis:
+    return redis.Redis(address[0], address[1], socket_timeout=5, decode_responses=True)
+
+
+def replica_in_sync(primary: tuple[str, int]) -> bool:
+    """The primary has a replica online, and every Sentinel knows it as its replica: a
+    failover could promote it now."""
+    try:
+        info = node(primary).info("replication")
+        if info.get("role") != "master" or int(info.get("connected_slaves", 0)) < 1:
+            return False
+        for s in sentinels():
+            master = s.sentinel_master(SERVICE)
+            if (master["ip"], int(master["port"])) != primary:
+                return False
+            replicas = s.sentinel_slaves(SERVICE)
+            if not any(
+                r["flags"] == "slave" and r.get("master-link-status") == "ok" for r in replicas
+            ):
+                return False
+        return True
+    except (redis.RedisError, KeyError):
+        return False
+
+
+def fail_over() -> tuple[str, int]:
+    """SIGKILL the primary, wait for the Sentinels to promote the replica, start the old
+    primary again (`ops/stack.sh up` starts what is missing: the node comes back on its
+    own configuration and the Sentinels make it a replica) and wait until it is in sync.
+    Returns the new primary."""
+    old = primary_address()
+    pid = int(node(old).info("server")["process_id"])
+    os.kill(pid, signal.SIGKILL)
+    until(lambda: not Path(f"/proc/{pid}").exists(), 10, f"the primary (pid {pid}) to die")
+    until(lambda: primary_address() != old, FAILOVER_WAIT, "the Sentinels to promote the replica")
+    new = primary_address()
+    stack("up")
+    until(lambda: replica_in_sync(new), FAILOVER_WAIT, f"{old} to rejoin as {new}'s replica")
+    return new
+
+
+class Feeder(threading.Thread):
+    """Produces records in chunks with a pause between them, in the background (as
+    test_faults' Feeder)."""
+
+    def __init__(self, topic: str, records: list[dict[str, Any]], chunk: int, pause: float):
+        super().__init__(daemon=True)
+        self.topic, self.records, self.chunk, self.pause = topic, records, chunk, pause
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            with Producer() as producer:
+                for at in range(0, len(self.records), self.chunk):
+                    for r in self.records[at : at + self.chunk]:
+                        producer.send_record(self.topic, r)
+                    producer.flush()
+                    time.sleep(self.pause)
+        except BaseException as exc:  # reported by finish()
+            self.error = exc
+
+    def finish(self, timeout: float = 120) -> None:
+        self.join(timeout)
+        assert not self.is_alive(), "the feeder did not finish"
+        assert self.error is None, f"producing failed: {self.error!r}"
+
+
+@pytest.fixture(scope="module")
+def sample_reference(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+    out = tmp_path_factory.mktemp("detect") / "sample.jsonl"
+    run_detector(["detect", str(SAMPLE), "-o", str(out)])
+    return read_jsonl(out)
+
+
+@pytest.fixture
+def replica_set(names: Names) -> Iterator[dict[str, str]]:
+    """serve's environment for the replica set; at the end the set is whole again (both
+    nodes up, `ops/stack.sh up`) and the test's index is dropped from its primary."""
+    sentinels()  # fails the test at once without them
+    until(lambda: replica_in_sync(primary_address()), FAILOVER_WAIT, "the replica set")
+    yield {"NEARDUP_REDIS_SENTINEL": SENTINELS, "NEARDUP_REDIS_SERVICE": SERVICE}
+    stack("up")
+    primary = primary_address()
+    until(lambda: replica_in_sync(primary), FAILOVER_WAIT, "the replica set, after the test")
+    drop_index(node(primary), names.index)
+
+
+def serve_through_failovers(
+    names: Names,
+    serve: Callable[..., Serve],
+    decisions: DecisionReader,
+    env: dict[str, str],
+    min_replicas: int,
+) -> tuple[list[dict[str, Any]], list[Serve], list[tuple[str, int]]]:
+    """Three consumers, a steady stream, two failovers while it flows; every record decided."""
+    records = read_jsonl(SAMPLE)[:RECORDS]
+    create_topics({names.input: PARTITIONS})
+    extra = {**env, "NEARDUP_REDIS_MIN_REPLICAS": str(min_replicas)}
+    extra["NEARDUP_REDIS_WAIT_TIMEOUT"] = "0.5"
+    servers = [serve(env=extra) for _ in range(CONSUMERS)]
+    wait_for_group(names.group, CONSUMERS, why=lambda: logs(servers))
+
+    feeder = Feeder(names.input, records, chunk=10, pause=0.3)  # ~10 s of stream
+    feeder.start()
+    primaries = [primary_address()]
+    for round_ in (1, 2):
+        # each failover lands while records are being decided
+        goal = len({d["id"] for d in decisions.records}) + 20
+        assert decisions.until(lambda r, goal=goal: len({d["id"] for d in r.records}) > goal, 60), (
+            f"no progress before failover {round_}\n{logs(servers)}"
+        )
+        primaries.append(fail_over())
+    feeder.finish()
+    ids = [r["id"] for r in records]
+    missing = decisions.wait_for(ids, timeout=90, idle=2.0)
+    assert not missing, f"{len(missing)} records undecided, e.g. {missing[:5]}\n{logs(servers)}"
+    assert all(s.alive() for s in servers), logs(servers)
+    return records, servers, primaries
+
+
+def test_sentinel_failovers_take_back_nothing_published(
+    names: Names,
+    serve: Callable[..., Serve],
+    decisions: DecisionReader,
+    sample_reference: list[dict[str, Any]],
+    replica_set: dict[str, str],
+) -> None:
+    records, servers, primaries = serve_through_failovers(
+        names, serve, decisions, replica_set, min_replicas=1
+    )
+    assert primaries[0] != primaries[1] != primaries[2], primaries
+    check_invariants(records, decisions.by_id(), sample_reference[:RECORDS])
+    # the consumers met the failovers (a commit refused or unconfirmed, then retried)
+    assert any("retrying" in s.log(100_000) for s in servers), logs(servers)
+    for s in servers:
+        assert s.stop() == 0, logs(servers)
+
+
+def test_sentinel_failovers_without_replicas_confirmed(
+    names: Names,
+    serve: Callable[..., Serve],
+    decisions: DecisionReader,
+    sample_reference: list[dict[str, Any]],
+    replica_set: dict[str, str],
+) -> None:
+    """--redis-min-replicas 0: what the failovers took back, if anything, is reported."""
+    records, servers, _ = serve_through_failovers(
+        names, serve, decisions, replica_set, min_replicas=0
+    )
+    published = decisions.by_id()
+    contradicted = [i for i, ds in published.items() if len({_verdict(d) for d in ds}) > 1]
+    try:
+        check_invariants(records, published, sample_reference[:RECORDS])
+        broken = "none"
+    except AssertionError as exc:
+        broken = str(exc).splitlines()[0]
+    print(
+        f"\n[failover, --redis-min-replicas 0] {len(records)} records, "
+        f"{sum(map(len, published.values()))} decisions published, "
+        f"{len(contradicted)} ids with contradictory decisions; invariant broken: {broken}"
+    )
+    for s in servers:
+        assert s.stop() == 0, logs(servers)
+
+
+def _verdict(d: dict[str, Any]) -> tuple[Any, ...]:
+    return (d["decision"], d["duplicate_of"])
