@@ -15,7 +15,8 @@ What runs, on 127.0.0.1 (each service's configuration files are in ops/<service>
   Kafka 4.2, one KRaft node  9092 PLAINTEXT, 9093 controller, 9094 SASL_PLAINTEXT, 9095 SASL_SSL;
                              one SASL user for PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512
   Redis 7                    6379, and 6380 with TLS and client certificates; an ACL user
-  Redis Cluster              7000-7002: three primaries, no password (bus ports 17000-17002)
+  Redis Cluster              7000-7005: three primaries and a replica each, no password (bus
+                             ports 17000-17005); a dead primary's replica takes over in ~2 s
   Redis with replicas        6381 primary, 6382 its replica, no password; three Sentinels on
                              26379-26381 watch them as service `neardup` and promote the replica
                              when the primary is down for a second (ops/redis/sentinel.conf)
@@ -50,8 +51,8 @@ option of the product); give every command the same values.
                                         ours (they win); split into words as a shell would,
                                         never run: '--appendonly no', '--save "60 1"'
   NEARDUP_STACK_CLUSTER                 1: up starts the Redis Cluster, 0: not   (1)
-  NEARDUP_STACK_REDIS_CLUSTER_PORT      first of the cluster's 3 ports    (7000)
-  NEARDUP_STACK_REDIS_CLUSTER_BUS_PORT  first of its 3 bus ports          (cluster port + 10000)
+  NEARDUP_STACK_REDIS_CLUSTER_PORT      first of the cluster's 6 ports    (7000)
+  NEARDUP_STACK_REDIS_CLUSTER_BUS_PORT  first of its 6 bus ports          (cluster port + 10000)
   NEARDUP_STACK_REPLICAS                1: up starts the primary, its replica and the Sentinels,
                                         0: not                            (1)
   NEARDUP_STACK_REDIS_PRIMARY_PORT      first of the replica set's 2 ports (6381)
@@ -103,6 +104,7 @@ TOOL_JVM = [
     f"-Dlog4j2.configurationFile={OPS / 'kafka/log4j2-tools.xml'}",
 ]
 SCRAM = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+CLUSTER_NODES = 6  # the Redis Cluster's: three primaries and their replicas
 # What the bash version of this script read. Still set, it means a caller that expects it to
 # work (other ports, another state dir): refused rather than ignored.
 RENAMED = [
@@ -355,9 +357,9 @@ class Settings:
             raise StackError(f"NEARDUP_STACK_CLUSTER must be 0 or 1, not {cluster!r}")
         self.cluster = cluster == "1"
         first = self.number("REDIS_CLUSTER_PORT", 7000)
-        self.cluster_ports = [first, first + 1, first + 2]
+        self.cluster_ports = [first + i for i in range(CLUSTER_NODES)]
         bus = self.number("REDIS_CLUSTER_BUS_PORT", first + 10000)
-        self.bus_ports = [bus, bus + 1, bus + 2]
+        self.bus_ports = [bus + i for i in range(CLUSTER_NODES)]
         if (replicas := self.get("REPLICAS", "1")) not in ("0", "1"):
             raise StackError(f"NEARDUP_STACK_REPLICAS must be 0 or 1, not {replicas!r}")
         self.replicas = replicas == "1"
@@ -392,7 +394,7 @@ class Settings:
             "NEARDUP_STACK_REDIS_TLS_PORT": self.redis_tls_port,
         }
         if self.cluster:
-            for i in range(3):
+            for i in range(CLUSTER_NODES):
                 ports[f"NEARDUP_STACK_REDIS_CLUSTER_PORT(+{i})"] = self.cluster_ports[i]
                 ports[f"NEARDUP_STACK_REDIS_CLUSTER_BUS_PORT(+{i})"] = self.bus_ports[i]
         if self.replicas:
@@ -1125,9 +1127,10 @@ class Redis(RedisServer):
 
 
 class Cluster:
-    """Three primaries, no replicas, no password, created once with `redis-cli --cluster
-    create`; each node's nodes.conf and AOF (<state>/redis-cluster/<port>) keep the cluster and
-    its data across restarts."""
+    """Three primaries, each with a replica (which the tests promote: CLUSTER FAILOVER, or the
+    primary killed), no password, created once with `redis-cli --cluster create`; each node's
+    nodes.conf and AOF (<state>/redis-cluster/<port>) keep the cluster, its roles and its data
+    across restarts."""
 
     def __init__(self, s: Settings) -> None:
         self.s, self.dir = s, s.state / "redis-cluster"
@@ -1154,9 +1157,10 @@ class Cluster:
 
     @staticmethod
     def create_command(ports: Sequence[int]) -> list[str]:
-        """redis-cli's command that makes the cluster of fresh nodes: three primaries."""
+        """redis-cli's command that makes the cluster of fresh nodes: three primaries, and a
+        replica of each (redis-cli puts a replica on another port than its primary's)."""
         addresses = [f"{HOST}:{port}" for port in ports]
-        return ["redis-cli", "--cluster", "create", *addresses, "--cluster-replicas", "0",
+        return ["redis-cli", "--cluster", "create", *addresses, "--cluster-replicas", "1",
                 "--cluster-yes"]  # fmt: skip
 
     @staticmethod
@@ -1178,13 +1182,13 @@ class Cluster:
             i.get("cluster_known_nodes") == "1" and i.get("cluster_slots_assigned") == "0"
             for i in infos
         )
-        if fresh == 3:
+        if fresh == len(self.nodes):
             log(f"creating the Redis Cluster of {' '.join(addresses)} (log: {out})")
             if not run_logged(self.create_command(self.s.cluster_ports), out):
                 fail("redis-cli --cluster create failed", (out, 30))
         elif fresh:
             fail(
-                f"the Redis Cluster in {self.dir} is half made ({fresh} of 3 nodes are new): run "
+                f"the Redis Cluster in {self.dir} is half made ({fresh} of {len(self.nodes)} nodes are new): run "
                 "'ops/stack.sh down', remove that directory (its data) and run up again"
             )
         deadline = time.monotonic() + self.s.redis_start_timeout

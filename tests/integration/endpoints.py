@@ -30,7 +30,7 @@ STACK_KAFKA_SASL_SSL = E.kafka_sasl_ssl
 STACK_KAFKA_USER = E.kafka_user
 STACK_KAFKA_PASSWORD = E.kafka_password
 KAFKA_CONTROLLER = E.kafka_controller  # host:port of KRaft's controller, not a broker
-# One node of the stack's Redis Cluster (3 primaries).
+# One node of the stack's Redis Cluster (3 primaries, a replica each).
 REDIS_CLUSTER_URL = E.cluster_url
 
 

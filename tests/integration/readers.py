@@ -4,6 +4,7 @@ acknowledged, a reader of a topic from its beginning, and one of decisions by id
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable
@@ -178,3 +179,28 @@ def without_notes(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """The records as they were published: without the reader's `_`-prefixed notes (the
     key among them is bytes, which JSON cannot hold)."""
     return [{k: v for k, v in r.items() if not k.startswith("_")} for r in records]
+
+
+class Feeder(threading.Thread):
+    """Produces records in chunks with a pause between them, in the background."""
+
+    def __init__(self, topic: str, records: list[dict[str, Any]], chunk: int, pause: float):
+        super().__init__(daemon=True)
+        self.topic, self.records, self.chunk, self.pause = topic, records, chunk, pause
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            with Producer() as producer:
+                for at in range(0, len(self.records), self.chunk):
+                    for r in self.records[at : at + self.chunk]:
+                        producer.send_record(self.topic, r)
+                    producer.flush()
+                    time.sleep(self.pause)
+        except BaseException as exc:  # reported by finish()
+            self.error = exc
+
+    def finish(self, timeout: float = 120) -> None:
+        self.join(timeout)
+        assert not self.is_alive(), "the feeder did not finish"
+        assert self.error is None, f"producing failed: {self.error!r}"

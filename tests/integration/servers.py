@@ -81,6 +81,8 @@ class Endpoints:
     kafka_user: str = ""
     kafka_password: str = ""
     kafka_controller: str = ""  # KRaft's controller listener: a port that is not a broker
+    sentinels: str = ""  # the replica set's Sentinels, host:port,... (serve's --redis-sentinel)
+    service: str = ""  # the name they know its primary by (--redis-service)
 
     @classmethod
     def of_stack(cls, s: Any, credentials: Any) -> Endpoints:
@@ -102,6 +104,8 @@ class Endpoints:
             kafka_user=credentials.kafka_user,
             kafka_password=credentials.kafka_password,
             kafka_controller=f"{host}:{s.kafka_controller_port}",
+            sentinels=",".join(f"{host}:{p}" for p in s.sentinel_ports) if s.replicas else "",
+            service=s.redis_service if s.replicas else "",
         )
 
     @classmethod
@@ -121,6 +125,8 @@ class Endpoints:
             kafka_user=env.get("NEARDUP_STACK_KAFKA_USER", ""),
             kafka_password=env.get("NEARDUP_STACK_KAFKA_PASSWORD", ""),
             kafka_controller=f"{stack_py.HOST}:{stack_py.Settings(env).kafka_controller_port}",
+            sentinels=env.get("NEARDUP_STACK_REDIS_SENTINEL", ""),
+            service=env.get("NEARDUP_STACK_REDIS_SERVICE", ""),
         )
 
 
@@ -185,6 +191,14 @@ class StackServers:
             time.sleep(0.05)
         stack_command("up")
 
+    def kill_node(self, port: int) -> None:
+        """SIGKILL the Redis on PORT (a node of the replica set or of the Cluster), and wait
+        until it is gone; restore() starts it again."""
+        pid = int(redis_on(port).info("server")["process_id"])
+        os.kill(pid, signal.SIGKILL)
+        while stack_py.alive(pid):
+            time.sleep(0.05)
+
     @contextlib.contextmanager
     def redis_paused(self) -> Iterator[None]:
         """Redis stops answering, its connections open (SIGSTOP), until the block ends."""
@@ -221,7 +235,7 @@ class ContainerServers:
         defaults = {
             "KAFKA_PORT": 9092, "KAFKA_CONTROLLER_PORT": 9093, "KAFKA_SASL_PORT": 9094,
             "KAFKA_SASL_SSL_PORT": 9095, "REDIS_PORT": 6379, "REDIS_TLS_PORT": 6380,
-            "REDIS_CLUSTER_PORT": 7000,
+            "REDIS_CLUSTER_PORT": 7000, "REDIS_PRIMARY_PORT": 6381, "SENTINEL_PORT": 26379,
         }  # fmt: skip
         env = {f"NEARDUP_STACK_{k}": str(v + OFFSET) for k, v in defaults.items()}
         env["NEARDUP_STACK_DIR"] = state
@@ -321,7 +335,29 @@ class ContainerServers:
         code, out = first.exec(stack_py.Cluster.create_command(s.cluster_ports))
         assert code == 0, f"redis-cli --cluster create failed: {out.decode()[-2000:]}"
         self.clustered = True
+        self.start_replica_set()
         self.wait()
+
+    def start_replica_set(self) -> None:
+        """ops/stack.sh's replica set: a primary, its replica and three Sentinels (redis-server
+        --sentinel, the same program). Each starts on a copy of its configuration in /data,
+        made on its first start only: the Sentinels rewrite them as roles change."""
+        s, conf = self.settings, Path("/etc/neardup")
+        primary = s.replica_ports[0]
+        node_conf = (ROOT / "ops" / "redis" / "replica-node.conf").read_text()
+        for port in s.replica_ports:
+            made = node_conf + (f"replicaof {stack_py.HOST} {primary}\n" if port != primary else "")
+            self.container(f"replica-{port}", IMAGES["redis"], once(made, [
+                "redis-server", "/data/made.conf", "--include", str(conf / "persistence.conf"),
+                "--port", str(port), "--dir", "/data",
+            ]))  # fmt: skip
+        for port in s.sentinel_ports:
+            made = stack_py.render(ROOT / "ops" / "redis" / "sentinel.conf", {
+                "PORT": str(port), "DIR": "/data", "SERVICE": s.redis_service,
+                "PRIMARY_PORT": str(primary),
+            })  # fmt: skip
+            command = once(made, ["redis-server", "/data/made.conf", "--sentinel"])
+            self.container(f"sentinel-{port}", IMAGES["redis"], command)
 
     def has_image(self, image: str) -> bool:
         try:
@@ -371,6 +407,15 @@ class ContainerServers:
                     time.sleep(0.2)
                 client.close()
 
+        if any(n.startswith("sentinel-") for n in self.containers):
+            for port in self.settings.sentinel_ports:  # each knows the set whole
+                while not sentinel_knows_all(port, self.settings.redis_service):
+                    if time.monotonic() > deadline:
+                        raise ServersError(
+                            f"Sentinel {port} does not see the set\n{self.diagnose()}"
+                        )
+                    time.sleep(0.2)
+
         def kafka_answers() -> None:
             KafkaAdminClient(bootstrap_servers=self.endpoints.bootstrap).close()
 
@@ -412,6 +457,14 @@ class ContainerServers:
         self.wrapped("redis").start()
         self.wait()
 
+    def kill_node(self, port: int) -> None:
+        """`docker kill` of the Redis on PORT (a node of the replica set or of the Cluster);
+        restore() starts it again."""
+        name = f"replica-{port}" if f"replica-{port}" in self.containers else f"cluster-{port}"
+        w = self.wrapped(name)
+        w.kill()
+        w.wait(timeout=30)  # until it has exited
+
     @contextlib.contextmanager
     def redis_paused(self) -> Iterator[None]:
         """`docker pause`: the container's processes are frozen, their sockets open."""
@@ -430,6 +483,31 @@ class ContainerServers:
             ["docker", "exec", "-i", container, *java, *argv],
             input=stdin, capture_output=True, text=True, timeout=120,
         )  # fmt: skip
+
+
+def redis_on(port: int) -> Any:
+    import redis
+
+    return redis.Redis(stack_py.HOST, port, socket_timeout=5, decode_responses=True)
+
+
+def sentinel_knows_all(port: int, service: str) -> bool:
+    """The Sentinel on PORT knows the primary, its replica and the two other Sentinels: a
+    failover could reach its quorum."""
+    try:
+        m = redis_on(port).sentinel_master(service)
+    except Exception:
+        return False
+    return (
+        bool(m.get("is_master")) and m.get("num-slaves") == 1 and m.get("num-other-sentinels") == 2
+    )
+
+
+def once(made: str, argv: Sequence[str]) -> list[str]:
+    """A container's command that writes MADE to /data/made.conf unless it is there (a
+    restart keeps what the server rewrote), then runs ARGV."""
+    script = '[ -e /data/made.conf ] || printf %s "$0" > /data/made.conf; exec "$@"'
+    return ["sh", "-c", script, made, *argv]
 
 
 # ------------------------------------------------------------------ the choice

@@ -1,6 +1,8 @@
 """Losing the Redis primary while three consumers serve a steady stream: the primary is
 killed with SIGKILL, the Sentinels promote its replica, and the old primary comes back
-as the new primary's replica; twice. Then the DESIGN invariants on what was published.
+as the new primary's replica; twice. On the Redis Cluster: a replica takes over its
+primary by CLUSTER FAILOVER, then another primary is killed and its replica promoted.
+Then the DESIGN invariants on what was published.
 
 With --redis-min-replicas 1 every batch's writes are on the replica before its decisions
 are published, so a failover takes back nothing that was published: the invariants must
@@ -9,18 +11,16 @@ hold. With 0 a failover may take back the newest commits: the test reports what 
 replica rarely lets happen), and asserts only that every record got a decision.
 
 The servers are ops/stack.sh's replica set: a primary, its replica and three Sentinels
-(NEARDUP_STACK_REDIS_SENTINEL, _REDIS_SERVICE, printed by `ops/stack.sh env`).
+(NEARDUP_STACK_REDIS_SENTINEL, _REDIS_SERVICE, printed by `ops/stack.sh env`), or the same
+set as containers (tests/integration/servers.py), killed with `docker kill`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
-import signal
-import threading
+import functools
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,15 +28,16 @@ import redis
 
 from ..helpers import SAMPLE, read_jsonl
 from .admin import create_topics, drop_index, wait_for_group
+from .endpoints import E, cluster_client
 from .invariants import check_invariants
-from .processes import Names, Serve, logs, run_detector, stack
-from .readers import DecisionReader, Producer
+from .processes import Names, Serve, logs, run_detector
+from .readers import DecisionReader, Feeder
+from .servers import Servers
 
 PARTITIONS = 6
 CONSUMERS = 3
 RECORDS = 300
-SENTINELS = os.environ.get("NEARDUP_STACK_REDIS_SENTINEL", "")
-SERVICE = os.environ.get("NEARDUP_STACK_REDIS_SERVICE", "neardup")
+SENTINELS, SERVICE = E.sentinels, E.service or "neardup"
 FAILOVER_WAIT = 30.0  # seconds for a promotion, or for a node to rejoin as a replica
 
 
@@ -97,46 +98,18 @@ def replica_in_sync(primary: tuple[str, int]) -> bool:
         return False
 
 
-def fail_over() -> tuple[str, int]:
+def fail_over(servers: Servers) -> tuple[str, int]:
     """SIGKILL the primary, wait for the Sentinels to promote the replica, start the old
-    primary again (`ops/stack.sh up` starts what is missing: the node comes back on its
+    primary again (`ops/stack.sh up`, or the container started: the node comes back on its
     own configuration and the Sentinels make it a replica) and wait until it is in sync.
     Returns the new primary."""
     old = primary_address()
-    pid = int(node(old).info("server")["process_id"])
-    os.kill(pid, signal.SIGKILL)
-    until(lambda: not Path(f"/proc/{pid}").exists(), 10, f"the primary (pid {pid}) to die")
+    servers.kill_node(old[1])
     until(lambda: primary_address() != old, FAILOVER_WAIT, "the Sentinels to promote the replica")
     new = primary_address()
-    stack("up")
+    servers.restore()
     until(lambda: replica_in_sync(new), FAILOVER_WAIT, f"{old} to rejoin as {new}'s replica")
     return new
-
-
-class Feeder(threading.Thread):
-    """Produces records in chunks with a pause between them, in the background (as
-    test_faults' Feeder)."""
-
-    def __init__(self, topic: str, records: list[dict[str, Any]], chunk: int, pause: float):
-        super().__init__(daemon=True)
-        self.topic, self.records, self.chunk, self.pause = topic, records, chunk, pause
-        self.error: BaseException | None = None
-
-    def run(self) -> None:
-        try:
-            with Producer() as producer:
-                for at in range(0, len(self.records), self.chunk):
-                    for r in self.records[at : at + self.chunk]:
-                        producer.send_record(self.topic, r)
-                    producer.flush()
-                    time.sleep(self.pause)
-        except BaseException as exc:  # reported by finish()
-            self.error = exc
-
-    def finish(self, timeout: float = 120) -> None:
-        self.join(timeout)
-        assert not self.is_alive(), "the feeder did not finish"
-        assert self.error is None, f"producing failed: {self.error!r}"
 
 
 @pytest.fixture(scope="module")
@@ -147,19 +120,20 @@ def sample_reference(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str,
 
 
 @pytest.fixture
-def replica_set(names: Names) -> Iterator[dict[str, str]]:
+def replica_set(names: Names, servers: Servers) -> Iterator[dict[str, str]]:
     """serve's environment for the replica set; at the end the set is whole again (both
-    nodes up, `ops/stack.sh up`) and the test's index is dropped from its primary."""
+    nodes up) and the test's index is dropped from its primary."""
     sentinels()  # fails the test at once without them
     until(lambda: replica_in_sync(primary_address()), FAILOVER_WAIT, "the replica set")
     yield {"NEARDUP_REDIS_SENTINEL": SENTINELS, "NEARDUP_REDIS_SERVICE": SERVICE}
-    stack("up")
+    servers.restore()
     primary = primary_address()
     until(lambda: replica_in_sync(primary), FAILOVER_WAIT, "the replica set, after the test")
     drop_index(node(primary), names.index)
 
 
 def serve_through_failovers(
+    servers_: Servers,
     names: Names,
     serve: Callable[..., Serve],
     decisions: DecisionReader,
@@ -183,7 +157,7 @@ def serve_through_failovers(
         assert decisions.until(lambda r, goal=goal: len({d["id"] for d in r.records}) > goal, 60), (
             f"no progress before failover {round_}\n{logs(servers)}"
         )
-        primaries.append(fail_over())
+        primaries.append(fail_over(servers_))
     feeder.finish()
     ids = [r["id"] for r in records]
     missing = decisions.wait_for(ids, timeout=90, idle=2.0)
@@ -198,16 +172,17 @@ def test_sentinel_failovers_take_back_nothing_published(
     decisions: DecisionReader,
     sample_reference: list[dict[str, Any]],
     replica_set: dict[str, str],
+    servers: Servers,
 ) -> None:
-    records, servers, primaries = serve_through_failovers(
-        names, serve, decisions, replica_set, min_replicas=1
+    records, consumers, primaries = serve_through_failovers(
+        servers, names, serve, decisions, replica_set, min_replicas=1
     )
     assert primaries[0] != primaries[1] != primaries[2], primaries
     check_invariants(records, decisions.by_id(), sample_reference[:RECORDS])
     # the consumers met the failovers (a commit refused or unconfirmed, then retried)
-    assert any("retrying" in s.log(100_000) for s in servers), logs(servers)
-    for s in servers:
-        assert s.stop() == 0, logs(servers)
+    assert any("retrying" in s.log(100_000) for s in consumers), logs(consumers)
+    for s in consumers:
+        assert s.stop() == 0, logs(consumers)
 
 
 def test_sentinel_failovers_without_replicas_confirmed(
@@ -216,10 +191,11 @@ def test_sentinel_failovers_without_replicas_confirmed(
     decisions: DecisionReader,
     sample_reference: list[dict[str, Any]],
     replica_set: dict[str, str],
+    servers: Servers,
 ) -> None:
     """--redis-min-replicas 0: what the failovers took back, if anything, is reported."""
-    records, servers, _ = serve_through_failovers(
-        names, serve, decisions, replica_set, min_replicas=0
+    records, consumers, _ = serve_through_failovers(
+        servers, names, serve, decisions, replica_set, min_replicas=0
     )
     published = decisions.by_id()
     contradicted = [i for i, ds in published.items() if len({_verdict(d) for d in ds}) > 1]
@@ -233,9 +209,127 @@ def test_sentinel_failovers_without_replicas_confirmed(
         f"{sum(map(len, published.values()))} decisions published, "
         f"{len(contradicted)} ids with contradictory decisions; invariant broken: {broken}"
     )
-    for s in servers:
-        assert s.stop() == 0, logs(servers)
+    for s in consumers:
+        assert s.stop() == 0, logs(consumers)
 
 
 def _verdict(d: dict[str, Any]) -> tuple[Any, ...]:
     return (d["decision"], d["duplicate_of"])
+
+
+# ------------------------------------------------------------------ the Redis Cluster
+
+
+def cluster_roles() -> dict[int, tuple[bool, int | None, bool]]:
+    """Each live node of the Cluster, as a live node sees it: port -> (primary, its
+    primary's port for a replica, failing)."""
+    ports = [int(a.rpartition(":")[2]) for a in node_ports()]
+    for port in ports:
+        with contextlib.suppress(redis.RedisError):
+            nodes = node(("127.0.0.1", port)).execute_command("CLUSTER NODES")
+            by_id = {
+                v["node_id"]: int(k.split("@")[0].rpartition(":")[2]) for k, v in nodes.items()
+            }
+            return {
+                int(k.split("@")[0].rpartition(":")[2]): (
+                    "master" in v["flags"],
+                    by_id.get(v["master_id"]),
+                    "fail" in v["flags"],
+                )
+                for k, v in nodes.items()
+            }
+    raise AssertionError("no node of the Cluster answers")
+
+
+@functools.cache
+def node_ports() -> list[str]:
+    """host:port of every node, from the one the endpoints name (before anything fails)."""
+    first = E.cluster_url.rpartition("//")[2].partition("/")[0]
+    host, _, port = first.rpartition(":")
+    return list(node((host, int(port))).execute_command("CLUSTER NODES"))
+
+
+def cluster_whole() -> bool:
+    """cluster_state:ok on every node, and each primary has a replica in sync."""
+    try:
+        roles = cluster_roles()
+        for port, (primary, _, failing) in roles.items():
+            if failing or node(("127.0.0.1", port)).cluster("info")["cluster_state"] != "ok":
+                return False
+            if (
+                not primary
+                and node(("127.0.0.1", port)).info("replication").get("master_link_status") != "up"
+            ):
+                return False
+        primaries = [p for p, (is_primary, _, _) in roles.items() if is_primary]
+        return len(primaries) == 3 and all(
+            any(of == p for _, of, _ in roles.values()) for p in primaries
+        )
+    except (redis.RedisError, KeyError):
+        return False
+
+
+def test_cluster_failovers_take_back_nothing_published(
+    names: Names,
+    serve: Callable[..., Serve],
+    decisions: DecisionReader,
+    sample_reference: list[dict[str, Any]],
+    servers: Servers,
+) -> None:
+    """--redis-min-replicas 1 on the Cluster: a replica takes over by CLUSTER FAILOVER (no
+    write lost), then a primary is killed and its replica promoted (what it had not sent
+    is lost, but nothing published was not on the replica)."""
+    until(cluster_whole, FAILOVER_WAIT, "the Cluster, each primary with a replica")
+    records = read_jsonl(SAMPLE)[:RECORDS]
+    create_topics({names.input: PARTITIONS})
+    env = {
+        "NEARDUP_REDIS_URL": E.cluster_url,
+        "NEARDUP_REDIS_CLUSTER": "1",
+        "NEARDUP_REDIS_MIN_REPLICAS": "1",
+        "NEARDUP_REDIS_WAIT_TIMEOUT": "0.5",
+    }
+    consumers = [serve(env=env) for _ in range(CONSUMERS)]
+    try:
+        wait_for_group(names.group, CONSUMERS, why=lambda: logs(consumers))
+        feeder = Feeder(names.input, records, chunk=10, pause=0.3)
+        feeder.start()
+
+        def progress(round_: int) -> None:
+            goal = len({d["id"] for d in decisions.records}) + 20
+            assert decisions.until(lambda r: len({d["id"] for d in r.records}) > goal, 60), (
+                f"no progress before failover {round_}\n{logs(consumers)}"
+            )
+
+        progress(1)
+        roles = cluster_roles()
+        replica, primary = next((p, of) for p, (is_p, of, _) in roles.items() if not is_p)
+        assert primary is not None
+        node(("127.0.0.1", replica)).execute_command("CLUSTER FAILOVER")
+        until(
+            lambda: cluster_roles()[replica][0] and not cluster_roles()[primary][0],
+            FAILOVER_WAIT,
+            f"{replica} to take over from {primary}",
+        )
+        progress(2)
+        roles = cluster_roles()
+        victim = next(p for p, (is_p, _, _) in roles.items() if is_p and p != replica)
+        heir = next(p for p, (_, of, _) in roles.items() if of == victim)
+        servers.kill_node(victim)
+        until(lambda: cluster_roles()[heir][0], FAILOVER_WAIT, f"{heir} to take over {victim}")
+        servers.restore()
+        until(cluster_whole, FAILOVER_WAIT, f"{victim} back as a replica")
+        feeder.finish()
+
+        ids = [r["id"] for r in records]
+        missing = decisions.wait_for(ids, timeout=90, idle=2.0)
+        assert not missing, f"{len(missing)} undecided, e.g. {missing[:5]}\n{logs(consumers)}"
+        assert all(s.alive() for s in consumers), logs(consumers)
+        check_invariants(records, decisions.by_id(), sample_reference[:RECORDS])
+        for s in consumers:
+            assert s.stop() == 0, logs(consumers)
+    finally:
+        servers.restore()
+        until(cluster_whole, FAILOVER_WAIT, "the Cluster whole again")
+        client = cluster_client()
+        drop_index(client, names.index)
+        client.close()

@@ -9,7 +9,6 @@ started (tests/integration/servers.py).
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -21,36 +20,11 @@ from ..helpers import SAMPLE, read_jsonl
 from .admin import create_topics, wait_for_group
 from .invariants import check_invariants
 from .processes import Names, Serve, logs, run_detector
-from .readers import DecisionReader, Producer
+from .readers import DecisionReader, Feeder, Producer
 from .servers import Servers
 
 PARTITIONS = 6
 PAUSED = 6.0  # seconds Redis stops answering: well under serve's 30 s socket timeout
-
-
-class Feeder(threading.Thread):
-    """Produces records in chunks with a pause between them, in the background."""
-
-    def __init__(self, topic: str, records: list[dict[str, Any]], chunk: int, pause: float):
-        super().__init__(daemon=True)
-        self.topic, self.records, self.chunk, self.pause = topic, records, chunk, pause
-        self.error: BaseException | None = None
-
-    def run(self) -> None:
-        try:
-            with Producer() as producer:
-                for at in range(0, len(self.records), self.chunk):
-                    for r in self.records[at : at + self.chunk]:
-                        producer.send_record(self.topic, r)
-                    producer.flush()
-                    time.sleep(self.pause)
-        except BaseException as exc:  # reported by finish()
-            self.error = exc
-
-    def finish(self, timeout: float = 120) -> None:
-        self.join(timeout)
-        assert not self.is_alive(), "the feeder did not finish"
-        assert self.error is None, f"producing failed: {self.error!r}"
 
 
 def produce(topic: str, records: list[dict[str, Any]]) -> None:
