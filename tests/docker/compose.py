@@ -25,6 +25,8 @@ REDIS_PORT = CALLER_ENV.get("NEARDUP_STACK_DOCKER_REDIS_PORT") or "16379"
 METRICS_PORT = CALLER_ENV.get("NEARDUP_STACK_DOCKER_METRICS_PORT") or "19464"
 BOOTSTRAP = f"127.0.0.1:{KAFKA_PORT}"
 IMAGES = ("neardup", "neardup-kafka", "neardup-redis")
+BASE = ("docker-compose.yml",)
+REPLICAS = (*BASE, "docker-compose.replicas.yml")  # with the replica set and its Sentinels
 PHASES: list[tuple[str, float]] = []  # (what, seconds), printed by conftest at the end
 
 
@@ -56,16 +58,17 @@ def compose_command() -> list[str]:
     return ["docker-compose"]
 
 
-def compose(*args: str, timeout: float = 600) -> str:
-    """`docker compose -p PROJECT ARGS` on the repository's docker-compose.yml, with the
-    project's ports; checked."""
+def compose(*args: str, timeout: float = 600, files: Sequence[str] = BASE) -> str:
+    """`docker compose -p PROJECT ARGS` on the repository's docker-compose.yml (and the
+    override FILES name), with the project's ports; checked."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("NEARDUP_")}
     env |= {
         "NEARDUP_STACK_DOCKER_KAFKA_PORT": KAFKA_PORT,
         "NEARDUP_STACK_DOCKER_REDIS_PORT": REDIS_PORT,
         "NEARDUP_STACK_DOCKER_METRICS_PORT": METRICS_PORT,
     }
-    argv = [*compose_command(), "-p", PROJECT, "-f", str(ROOT / "docker-compose.yml"), *args]
+    named = [arg for f in files for arg in ("-f", str(ROOT / f))]
+    argv = [*compose_command(), "-p", PROJECT, *named, *args]
     done = subprocess.run(
         argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout,
         stdin=subprocess.DEVNULL,

@@ -7,7 +7,8 @@ NEARDUP_STACK_SERVERS chooses, read once at import:
   containers  containers of the project's images (neardup-kafka, neardup-redis; `bash
               ops/docker.sh all` builds them), through testcontainers: started for the session
               and removed at its end. Their ports are ops/stack.sh's plus 30000 (Kafka
-              39092-39095, Redis 36379 and TLS 36380, the Cluster 37000-37002), so that both
+              39092-39095, Redis 36379 and TLS 36380, the Cluster 37000-37005, the replica set
+              36381-36382 and its Sentinels 56379-56381), so that both
               sources can run on one machine at once. The fault tests use the container API:
               restart, pause.
   ops         `ops/stack.sh up` as the session starts; the stack is left running (`ops/stack.sh
@@ -226,7 +227,8 @@ class StackServers:
 
 
 class ContainerServers:
-    """Kafka, Redis (plain and TLS, with the ACL user) and a three-node Redis Cluster, each a
+    """Kafka, Redis (plain and TLS, with the ACL user), a Redis Cluster (three primaries and
+    their replicas) and the Sentinel replica set, each a
     testcontainers container of the project's images on the host's network (no image
     registry is needed, nor any port mapping)."""
 
@@ -339,24 +341,16 @@ class ContainerServers:
         self.wait()
 
     def start_replica_set(self) -> None:
-        """ops/stack.sh's replica set: a primary, its replica and three Sentinels (redis-server
-        --sentinel, the same program). Each starts on a copy of its configuration in /data,
-        made on its first start only: the Sentinels rewrite them as roles change."""
-        s, conf = self.settings, Path("/etc/neardup")
+        """ops/stack.sh's replica set: a primary, its replica and three Sentinels, each run by
+        the image's replica-set.sh (docker-compose.replicas.yml's too) from ops/redis/'s
+        replica-node.conf and sentinel.conf."""
+        s, script = self.settings, "/etc/neardup/replica-set.sh"
         primary = s.replica_ports[0]
-        node_conf = (ROOT / "ops" / "redis" / "replica-node.conf").read_text()
         for port in s.replica_ports:
-            made = node_conf + (f"replicaof {stack_py.HOST} {primary}\n" if port != primary else "")
-            self.container(f"replica-{port}", IMAGES["redis"], once(made, [
-                "redis-server", "/data/made.conf", "--include", str(conf / "persistence.conf"),
-                "--port", str(port), "--dir", "/data",
-            ]))  # fmt: skip
+            of = [str(primary)] if port != primary else []
+            self.container(f"replica-{port}", IMAGES["redis"], [script, "node", str(port), *of])
         for port in s.sentinel_ports:
-            made = stack_py.render(ROOT / "ops" / "redis" / "sentinel.conf", {
-                "PORT": str(port), "DIR": "/data", "SERVICE": s.redis_service,
-                "PRIMARY_PORT": str(primary),
-            })  # fmt: skip
-            command = once(made, ["redis-server", "/data/made.conf", "--sentinel"])
+            command = [script, "sentinel", str(port), str(primary), s.redis_service]
             self.container(f"sentinel-{port}", IMAGES["redis"], command)
 
     def has_image(self, image: str) -> bool:
@@ -501,13 +495,6 @@ def sentinel_knows_all(port: int, service: str) -> bool:
     return (
         bool(m.get("is_master")) and m.get("num-slaves") == 1 and m.get("num-other-sentinels") == 2
     )
-
-
-def once(made: str, argv: Sequence[str]) -> list[str]:
-    """A container's command that writes MADE to /data/made.conf unless it is there (a
-    restart keeps what the server rewrote), then runs ARGV."""
-    script = '[ -e /data/made.conf ] || printf %s "$0" > /data/made.conf; exec "$@"'
-    return ["sh", "-c", script, made, *argv]
 
 
 # ------------------------------------------------------------------ the choice
