@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -62,9 +63,12 @@ def decisions_of(records: list[dict[str, str]], reader: DecisionReader) -> None:
     )
 
 
-def test_three_detectors_decide_like_detect_through_a_kill(project: None, tmp_path: Path) -> None:
+def two_rounds(
+    tmp_path: Path,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], Path, list[dict[str, Any]]]:
+    """The sample, a second round of it (the same texts under new ids: exact copies of the
+    first round's), the second round's file, and `neardup detect`'s decisions of both."""
     first = read_jsonl(SAMPLE)
-    # the second round: the same texts under new ids (exact copies of the first round's)
     second = [{**r, "id": f"{r['id']}-again"} for r in first]
     again = write_jsonl(tmp_path / "again.jsonl", second)
     both = write_jsonl(tmp_path / "both.jsonl", first + second)
@@ -74,6 +78,11 @@ def test_three_detectors_decide_like_detect_through_a_kill(project: None, tmp_pa
         if line.strip()
     ]
     assert len(reference) == len(first) + len(second)
+    return first, second, again, reference
+
+
+def test_three_detectors_decide_like_detect_through_a_kill(project: None, tmp_path: Path) -> None:
+    first, second, again, reference = two_rounds(tmp_path)
 
     with phase(f"produce {len(first)} records to a {PARTITIONS}-partition topic"):
         neardup(["produce", str(SAMPLE), "--topic", "documents", "--partitions", str(PARTITIONS)])

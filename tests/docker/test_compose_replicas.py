@@ -7,7 +7,6 @@ invariants; `down -v` leaves nothing behind."""
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,11 +14,11 @@ from pathlib import Path
 import pytest
 import redis
 
-from ..helpers import SAMPLE, read_jsonl, write_jsonl
+from ..helpers import SAMPLE
 from ..integration.invariants import check_invariants
 from ..integration.readers import DecisionReader
 from .compose import BOOTSTRAP, REPLICAS, compose, containers, docker, neardup, phase, volumes
-from .test_compose import DETECTORS, PARTITIONS, decisions_of
+from .test_compose import DETECTORS, PARTITIONS, decisions_of, two_rounds
 
 SENTINEL = 26479  # docker-compose.replicas.yml's first Sentinel
 PRIMARY, REPLICA = 16381, 16382
@@ -51,15 +50,7 @@ def primary_port() -> int | None:
 def test_a_killed_primary_through_the_sentinels_loses_nothing(
     project: None, tmp_path: Path
 ) -> None:
-    first = read_jsonl(SAMPLE)
-    second = [{**r, "id": f"{r['id']}-again"} for r in first]
-    again = write_jsonl(tmp_path / "again.jsonl", second)
-    both = write_jsonl(tmp_path / "both.jsonl", first + second)
-    reference = [
-        json.loads(line)
-        for line in neardup(["detect", str(both), "-o", "-"]).stdout.splitlines()
-        if line.strip()
-    ]
+    first, second, again, reference = two_rounds(tmp_path)
     neardup(["produce", str(SAMPLE), "--topic", "documents", "--partitions", str(PARTITIONS)])
     reader = DecisionReader("decisions", partitions=PARTITIONS, bootstrap=BOOTSTRAP)
     try:
