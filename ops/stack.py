@@ -1188,8 +1188,9 @@ class Cluster:
                 fail("redis-cli --cluster create failed", (out, 30))
         elif fresh:
             fail(
-                f"the Redis Cluster in {self.dir} is half made ({fresh} of {len(self.nodes)} nodes are new): run "
-                "'ops/stack.sh down', remove that directory (its data) and run up again"
+                f"the Redis Cluster in {self.dir} is half made ({fresh} of {len(self.nodes)} "
+                "nodes are new): run 'ops/stack.sh down', remove that directory (its data) and "
+                "run up again"
             )
         deadline = time.monotonic() + self.s.redis_start_timeout
         while True:
