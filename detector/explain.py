@@ -301,9 +301,13 @@ def explain(a: Record | None, b: Record, rules: Rules, alone: str = ALONE) -> Ex
     index holds. Only the pair: whether `a` is in the index (an exact copy is not), and
     nearer candidates beyond --max-candidates, are the stream's, not the pair's. `a` None:
     there was nothing to compare `b` with, as `alone` says."""
-    # the tables as b's lookup read them: a short text's radius widens them (radius.py)
+    # the tables as b's lookup read them: a short text's radius widens them (radius.py);
+    # an index that no longer keeps b's text cannot tell its radius: the scheme's k
     scheme = scheme_for(b.print.space, rules.scheme, rules.vectors)
-    scheme = lookup_scheme(scheme, lookup_radius(b.print, scheme.k, rules.short_k, rules.weights))
+    if b.text is not None:
+        scheme = lookup_scheme(
+            scheme, lookup_radius(b.print, scheme.k, rules.short_k, rules.weights)
+        )
     literal = rules.literal
     vector = b.print.space != TEXT_SPACE
     threshold = literal.cosine if vector else literal.threshold
