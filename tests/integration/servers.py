@@ -181,15 +181,9 @@ class StackServers:
     def restore(self) -> None:
         stack_command("up")
 
-    def redis_pid(self) -> int:
-        return int((self.settings.state / "redis" / "redis.pid").read_text())
-
     def kill_redis(self) -> None:
         """SIGKILL, then `up` starts it again (its AOF holds what it acknowledged)."""
-        pid = self.redis_pid()
-        os.kill(pid, signal.SIGKILL)
-        while stack_py.alive(pid):
-            time.sleep(0.05)
+        self.kill_node(self.settings.redis_port)
         stack_command("up")
 
     def kill_node(self, port: int) -> None:
@@ -203,7 +197,7 @@ class StackServers:
     @contextlib.contextmanager
     def redis_paused(self) -> Iterator[None]:
         """Redis stops answering, its connections open (SIGSTOP), until the block ends."""
-        pid = self.redis_pid()
+        pid = int(redis_on(self.settings.redis_port).info("server")["process_id"])
         os.kill(pid, signal.SIGSTOP)
         try:
             yield
