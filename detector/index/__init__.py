@@ -50,6 +50,15 @@ def lookup_scheme(scheme: BlockScheme, k: int | None) -> BlockScheme:
     return scheme if k is None or k <= scheme.k else scheme.widened(k)
 
 
+def by_lookup(queries: Sequence[Query]) -> dict[tuple[str, int | None], list[int]]:
+    """Positions of the queries grouped by the tables their lookup reads: their space and
+    radius (Query.k), in order within a group."""
+    groups: dict[tuple[str, int | None], list[int]] = {}
+    for i, q in enumerate(queries):
+        groups.setdefault((q.space, q.k), []).append(i)
+    return groups
+
+
 def record_of(version: str) -> tuple[str, int]:
     """(record id, revision) of an indexed version's name."""
     doc_id, _, revision = version.partition(VERSION_MARK)

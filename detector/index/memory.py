@@ -34,6 +34,7 @@ from . import (
     Entry,
     Found,
     Query,
+    by_lookup,
     lookup_scheme,
     scheme_for,
     text_kept,
@@ -134,12 +135,9 @@ class MemoryIndex:
 
     def lookup(self, queries: Sequence[Query]) -> list[Found]:
         near: list[list[Candidate]] = [[] for _ in queries]
-        groups: dict[tuple[str, int | None], list[int]] = {}
-        for i, q in enumerate(queries):
-            if q.space in self._spaces:
-                groups.setdefault((q.space, q.k), []).append(i)
-        for (name, k), rows in groups.items():
-            space = self._spaces[name]
+        for (name, k), rows in by_lookup(queries).items():
+            if (space := self._spaces.get(name)) is None:
+                continue  # a space nothing was indexed in: no candidates
             scheme = lookup_scheme(space.scheme, k)
             fingerprints = [queries[i].fingerprint for i in rows]
             for i, cands in zip(rows, self._near(space, fingerprints, scheme), strict=True):

@@ -34,6 +34,7 @@ from .. import (
     Entry,
     Found,
     Query,
+    by_lookup,
     lookup_scheme,
     record_of,
     scheme_for,
@@ -413,9 +414,7 @@ class RedisIndex:
         """The buckets a lookup reads, query by query: where each query's buckets start
         (and a last entry where the last one's end), the spaces, and each bucket's space
         (a position in them), table and key."""
-        groups: dict[tuple[str, int | None], list[int]] = {}
-        for i, q in enumerate(queries):
-            groups.setdefault((q.space, q.k), []).append(i)
+        groups = by_lookup(queries)
         names = list(dict.fromkeys(space for space, _ in groups))
         probed = {}  # (space, k) -> (tables, keys), one row per query of the group
         counts = np.zeros(len(queries), np.intp)
