@@ -83,11 +83,9 @@ class Store:
         """Every write each primary has taken so far (this process's, and those its reads
         saw) on --redis-min-replicas replicas, or Unconfirmed: a barrier key written and
         WAIT, one pipeline a primary. Nothing when no replica is asked for."""
-        if not self.replication.min_replicas:
+        if (wait := self.replication.wait()) is None:
             return
-        batch = self.batch(confirmed=True)
-        for key in self._barriers():
-            batch.add(key, "SET", key, 1, "PX", BARRIER_TTL_MS)
+        batch = self._barrier(wait)
         start = time.perf_counter()
         try:
             self.call(batch.execute)
@@ -122,15 +120,21 @@ class Store:
         }
         everyone = min((int(p["replicas"]) for p in primaries.values()), default=0)
         if everyone:
-            batch = Batch(self.client, (everyone, self.replication.timeout_ms))
-            for key in self._barriers():
-                batch.add(key, "SET", key, 1, "PX", BARRIER_TTL_MS)
+            batch = self._barrier((everyone, self.replication.timeout_ms))
             start = time.perf_counter()
             with contextlib.suppress(Unconfirmed):
                 self.call(batch.execute)
             state["confirmed"] = batch.confirmed
             state["wait_ms"] = round((time.perf_counter() - start) * 1000, 3)
         return state
+
+    def _barrier(self, wait: tuple[int, int]) -> Batch:
+        """A round trip that writes a barrier key on each primary and WAITs there (WAIT's
+        replicas and milliseconds): it confirms every write the primary took before it."""
+        batch = Batch(self.client, wait)
+        for key in self._barriers():
+            batch.add(key, "SET", key, 1, "PX", BARRIER_TTL_MS)
+        return batch
 
     def _barriers(self) -> list[str]:
         """A key on each primary: the coordinator's, then one of each shard's primary."""
