@@ -14,7 +14,8 @@ import os
 import random
 import subprocess
 import sys
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -88,6 +89,16 @@ def stream_texts() -> tuple[str, ...]:
 
 
 # ---------------------------------------------------------------------- child processes
+
+
+def until(check: Callable[[], bool], timeout: float, why: str | Callable[[], str]) -> None:
+    """Poll CHECK until it is true; past TIMEOUT seconds, an AssertionError: WHY (what was
+    waited for), or WHY() (made then: a server's log, say)."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() >= deadline:
+            raise AssertionError(why() if callable(why) else f"{why}: not within {timeout}s")
+        time.sleep(0.1)
 
 
 def run_module(

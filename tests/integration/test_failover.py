@@ -19,14 +19,13 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 import redis
 
-from ..helpers import SAMPLE, read_jsonl
+from ..helpers import SAMPLE, read_jsonl, until
 from .admin import create_topics, drop_index, wait_for_group
 from .endpoints import E, cluster_client
 from .invariants import check_invariants
@@ -64,13 +63,6 @@ def primary_address() -> tuple[str, int]:
             seen[(host, int(port))] = seen.get((host, int(port)), 0) + 1
     assert seen, "no Sentinel answers"
     return max(seen, key=lambda a: seen[a])
-
-
-def until(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"{what}: not within {timeout}s"
-        time.sleep(0.1)
 
 
 def node(address: tuple[str, int]) -> redis.Redis:

@@ -14,7 +14,7 @@ import urllib.request
 from collections.abc import Callable
 from typing import Any
 
-from ..helpers import free_port
+from ..helpers import free_port, until
 from ..helpers import health as get
 from .admin import admin, create_topics, delete_topics
 from .endpoints import BOOTSTRAP, KAFKA_CONTROLLER
@@ -26,13 +26,6 @@ def timed(*args: str, timeout: float = 60) -> tuple[subprocess.CompletedProcess[
     started = time.monotonic()
     done = neardup(args, timeout=timeout)
     return done, time.monotonic() - started
-
-
-def until(check: Callable[[], bool], timeout: float, what: Callable[[], str]) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, what()
-        time.sleep(0.2)
 
 
 # ----------------------------------------------------------------- what fails at once
