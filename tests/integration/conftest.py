@@ -17,7 +17,7 @@ from redis.cluster import RedisCluster
 for _message in ("read_text is deprecated", "open_text is deprecated"):
     warnings.filterwarnings("ignore", _message, DeprecationWarning)
 
-from .admin import admin, create_topics, delete_groups, delete_topics, drop_index  # noqa: E402
+from .admin import create_topics, delete_groups, delete_topics, drop_index  # noqa: E402
 from .endpoints import (  # noqa: E402
     BOOTSTRAP,
     REDIS_CLUSTER_URL,
@@ -27,7 +27,7 @@ from .endpoints import (  # noqa: E402
 )
 from .processes import Names, Serve  # noqa: E402
 from .readers import DecisionReader, TopicReader  # noqa: E402
-from .servers import SERVERS, Servers, ServersError, when_ready  # noqa: E402
+from .servers import SERVERS, Servers, ServersError, kafka_answers, when_ready  # noqa: E402
 
 STARTUP_WAIT = 60.0  # seconds the servers get to answer (CI may have just started them)
 HERE = Path(__file__).resolve().parent
@@ -77,7 +77,7 @@ def servers_answer() -> Iterator[None]:
     try:
         SERVERS.start()
         when_ready(lambda: redis_client().ping(), f"Redis at {REDIS_URL}", STARTUP_WAIT)
-        when_ready(lambda: admin().close(), f"Kafka at {BOOTSTRAP}", STARTUP_WAIT)
+        when_ready(lambda: kafka_answers(BOOTSTRAP), f"Kafka at {BOOTSTRAP}", STARTUP_WAIT)
     except ServersError as exc:
         why = f"{exc}\n{SERVERS.diagnose()}"
         pytest.fail(f"the integration tests need Kafka and Redis: {why}", pytrace=False)

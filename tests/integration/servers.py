@@ -267,11 +267,15 @@ class ContainerServers:
     def available(cls) -> bool:
         """A Docker engine answers and holds both images."""
         try:
-            client = cls.engine()
+            return not cls.missing_images(cls.engine())
         except ServersError:
             return False
+
+    @staticmethod
+    def missing_images(client: Any) -> list[str]:
+        """The project's images the engine does not hold."""
         tags = {t.split(":")[0] for image in client.images.list() for t in image.tags}
-        return set(IMAGES.values()) <= tags
+        return [i for i in IMAGES.values() if i not in tags]
 
     def container(self, name: str, image: str, command: Sequence[str] = (),
                   env: Mapping[str, str] | None = None,
@@ -289,10 +293,8 @@ class ContainerServers:
         return c
 
     def start(self) -> None:
-        self.engine()
         s, c = self.settings, self.credentials
-        missing = [i for i in IMAGES.values() if not self.has_image(i)]
-        if missing:
+        if missing := self.missing_images(self.engine()):
             raise ServersError(
                 f"no image {', '.join(missing)}: `bash ops/docker.sh all` builds them"
             )
@@ -347,13 +349,6 @@ class ContainerServers:
             command = [script, "sentinel", str(port), str(primary), s.redis_service]
             self.container(f"sentinel-{port}", IMAGES["redis"], command)
 
-    def has_image(self, image: str) -> bool:
-        try:
-            self.engine().images.get(image)
-            return True
-        except Exception:
-            return False
-
     def stop(self) -> None:
         """Removes the containers (and their volumes), this session's and any a killed one
         left on these ports."""
@@ -366,50 +361,24 @@ class ContainerServers:
                 container.remove(force=True, v=True)
 
     def wait(self) -> None:
-        """Until every Redis answers PING (its AOF loaded) and the broker a metadata request."""
-        import redis
-        from kafka import KafkaAdminClient
+        """Until every Redis answers PING (its AOF loaded), each node of a made Cluster says
+        cluster_state:ok, each Sentinel sees the replica set whole, and the broker answers a
+        metadata request."""
+        s, deadline = self.settings, time.monotonic() + READY_WAIT
 
-        ports = [self.settings.redis_port, *self.settings.cluster_ports]
-        deadline = time.monotonic() + READY_WAIT
-        for port in ports:
-            client = redis.Redis(host=stack_py.HOST, port=port, socket_timeout=5)
-            while True:
-                try:
-                    client.ping()
-                    break
-                except redis.RedisError:
-                    if time.monotonic() > deadline:
-                        raise ServersError(
-                            f"Redis on {port} did not answer\n{self.diagnose()}"
-                        ) from None
-                    time.sleep(0.2)
-            client.close()
+        def until(check: Callable[[], object], what: str) -> None:
+            when_ready(check, what, deadline - time.monotonic(), self.diagnose)
 
+        for port in [s.redis_port, *s.cluster_ports]:
+            until(redis_on(port).ping, f"Redis on {port}")
         if self.clustered:
-            for port in self.settings.cluster_ports:
-                client = redis.Redis(host=stack_py.HOST, port=port, socket_timeout=5)
-                while client.cluster("info").get("cluster_state") != "ok":
-                    if time.monotonic() > deadline:
-                        raise ServersError(f"cluster node {port} is not ok\n{self.diagnose()}")
-                    time.sleep(0.2)
-                client.close()
-
+            for port in s.cluster_ports:
+                until(lambda p=port: redis_on(p).cluster("info")["cluster_state"] == "ok",
+                      f"the cluster node on {port}")  # fmt: skip
         if any(n.startswith("sentinel-") for n in self.containers):
-            for port in self.settings.sentinel_ports:  # each knows the set whole
-                while not sentinel_knows_all(port, self.settings.redis_service):
-                    if time.monotonic() > deadline:
-                        raise ServersError(
-                            f"Sentinel {port} does not see the set\n{self.diagnose()}"
-                        )
-                    time.sleep(0.2)
-
-        def kafka_answers() -> None:
-            KafkaAdminClient(bootstrap_servers=self.endpoints.bootstrap).close()
-
-        when_ready(
-            kafka_answers, f"Kafka at {self.endpoints.bootstrap}", deadline - time.monotonic()
-        )
+            for port in s.sentinel_ports:
+                until(lambda p=port: sentinel_knows_all(p, s.redis_service), f"Sentinel {port}")
+        until(lambda: kafka_answers(self.endpoints.bootstrap), f"Kafka at {s.kafka_port}")
 
     def diagnose(self) -> str:
         """Each container's state and the last lines it wrote: why a server did not answer."""
@@ -512,15 +481,29 @@ Servers = StackServers | ContainerServers
 SERVERS = choose(CALLER_ENV)
 
 
-def when_ready(check: Callable[[], None], what: str, timeout: float = READY_WAIT) -> None:
-    """Until CHECK passes (servers boot, a broker elects itself); else ServersError with the
-    last problem."""
-    deadline, problem = time.monotonic() + timeout, ""
-    while time.monotonic() < deadline:
+def when_ready(
+    check: Callable[[], object],
+    what: str,
+    timeout: float = READY_WAIT,
+    why: Callable[[], str] = str,
+) -> None:
+    """Until CHECK returns true (servers boot, a broker elects itself; a server not up yet
+    may raise); else ServersError with the last problem, and WHY() (the servers' logs)."""
+    deadline, problem = time.monotonic() + timeout, "no answer yet"
+    while True:
         try:
-            check()
-            return
+            if check():
+                return
         except Exception as exc:
             problem = f"{type(exc).__name__}: {exc}"
-            time.sleep(1)
-    raise ServersError(f"{what} did not answer within {timeout:.0f} s: {problem}")
+        if time.monotonic() >= deadline:
+            raise ServersError(f"{what} did not answer within {timeout:.0f} s: {problem}\n{why()}")
+        time.sleep(0.2)
+
+
+def kafka_answers(bootstrap: str) -> bool:
+    """A metadata request to the broker answered (else an error)."""
+    from kafka import KafkaAdminClient
+
+    KafkaAdminClient(bootstrap_servers=bootstrap.split(",")).close()
+    return True
