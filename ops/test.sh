@@ -13,7 +13,9 @@
 #      (ops/walkthrough.sh), once the suite's stack is down: it starts its own
 #   6. docker-compose.yml for real (tests/docker), then ops/docker.sh down
 # NEARDUP_STACK_DOCKER=0 leaves out what needs Docker (the containers run and step 6), for a
-# machine where no Docker engine can run.
+# machine where no Docker engine can run. Each run of step 4 spreads its tests over
+# NEARDUP_STACK_WORKERS pytest-xdist workers (default 2): most tests wait on servers, not
+# on the CPU, and the tests marked `exclusive` still run alone (tests/integration/servers.py).
 #
 #   ops/test.sh --unit        steps 1-3 and the unit tests alone: no server, no Docker
 #   ops/test.sh PYTEST_ARGS   steps 1-3, then pytest PYTEST_ARGS on ops/stack.sh's servers
@@ -70,6 +72,7 @@ if [[ $# -gt 0 ]]; then
 fi
 
 DOCKER="${NEARDUP_STACK_DOCKER:-1}"
+WORKERS="${NEARDUP_STACK_WORKERS:-2}"
 LOGS="$(mktemp -d /tmp/neardup-test.XXXXXX)"
 containers_pid=""
 # what apt installs, one after the other (two apt runs at once: one fails on dpkg's lock)
@@ -82,7 +85,8 @@ if [[ "$DOCKER" == 1 ]]; then
   (
     t0=$SECONDS
     bash ops/docker.sh all
-    NEARDUP_STACK_SERVERS=containers "${pytest[@]}" -p no:cacheprovider tests/integration
+    NEARDUP_STACK_SERVERS=containers "${pytest[@]}" -n "$WORKERS" -p no:cacheprovider \
+      tests/integration
     echo "[test] containers run: $((SECONDS - t0)) s"
   ) >"$LOGS/containers.log" 2>&1 &
   containers_pid=$!
@@ -90,7 +94,7 @@ fi
 
 echo "[test] pytest on ops/stack.sh's servers" >&2
 t0=$SECONDS
-NEARDUP_STACK_SERVERS=ops "${pytest[@]}" --ignore=tests/docker
+NEARDUP_STACK_SERVERS=ops "${pytest[@]}" -n "$WORKERS" --ignore=tests/docker
 echo "[test] ops run: $((SECONDS - t0)) s" >&2
 bash ops/stack.sh down
 

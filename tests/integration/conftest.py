@@ -27,7 +27,14 @@ from .endpoints import (  # noqa: E402
 )
 from .processes import Names, Serve  # noqa: E402
 from .readers import DecisionReader, TopicReader  # noqa: E402
-from .servers import SERVERS, Servers, ServersError, kafka_answers, when_ready  # noqa: E402
+from .servers import (  # noqa: E402
+    SERVERS,
+    Servers,
+    ServersError,
+    kafka_answers,
+    turn,
+    when_ready,
+)
 
 STARTUP_WAIT = 60.0  # seconds the servers get to answer (CI may have just started them)
 HERE = Path(__file__).resolve().parent
@@ -83,6 +90,17 @@ def servers_answer() -> Iterator[None]:
         pytest.fail(f"the integration tests need Kafka and Redis: {why}", pytrace=False)
     yield
     SERVERS.stop()
+
+
+@pytest.fixture(autouse=True)
+def one_at_a_time_where_needed(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Tests run side by side under pytest-xdist (`-n`), but one marked `exclusive` runs
+    alone, or alone among those marked `exclusive(NAME)` (servers.turn); set up before the
+    test's other fixtures, and ended after them."""
+    mark = request.node.get_closest_marker("exclusive")
+    alone_on = mark.args if mark else ()
+    with turn(SERVERS.settings.state, mark is not None and not alone_on, alone_on):
+        yield
 
 
 @pytest.fixture(scope="session")

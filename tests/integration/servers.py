@@ -22,6 +22,7 @@ and ops/redis/, its certificates (a test CA), its users and its arguments. Nothi
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import importlib.util
 import os
 import signal
@@ -238,8 +239,8 @@ class ContainerServers:
         self.settings = s = stack_py.Settings(env)
         self.credentials = stack_py.Credentials(s)
         self.endpoints = Endpoints.of_stack(s, self.credentials)
-        self.containers: dict[str, Any] = {}  # name: DockerContainer
-        self.clustered = False  # the cluster's slots are assigned
+        self.containers: dict[str, Any] = {}  # name: DockerContainer, those this worker started
+        self.client: Any = None  # the Docker engine's, once asked for
 
     def describe(self) -> str:
         return (
@@ -293,12 +294,35 @@ class ContainerServers:
         return c
 
     def start(self) -> None:
+        """The containers, started by the first of a run's pytest-xdist workers and used by
+        the others (the run's id and the count of workers using them are kept in the state
+        dir); or removed and started afresh, when a killed session left them."""
+        run = os.environ.get("PYTEST_XDIST_TESTRUNUID", "")
+        with held(self.settings.state / ".session.lock"):
+            users = self.users()
+            if run and users[0] == run:
+                self.write_users(run, users[1] + 1)
+                return self.wait()
+            self.remove()
+            self.launch()
+            self.write_users(run, 1)
+
+    def users(self) -> tuple[str, int]:
+        """The run whose workers use the containers, and how many of them do."""
+        with contextlib.suppress(FileNotFoundError, ValueError):
+            run, count = (self.settings.state / "session").read_text().split()
+            return run, int(count)
+        return "", 0
+
+    def write_users(self, run: str, count: int) -> None:
+        (self.settings.state / "session").write_text(f"{run or '-'} {count}\n")
+
+    def launch(self) -> None:
         s, c = self.settings, self.credentials
         if missing := self.missing_images(self.engine()):
             raise ServersError(
                 f"no image {', '.join(missing)}: `bash ops/docker.sh all` builds them"
             )
-        self.stop()  # what a killed session left behind
         tls = stack_py.Tls(s).ensure(stack_py.Installer(s))
         # Kafka: ops/stack.sh's own listeners (SASL, TLS) and users, its storage in the
         # image's volume
@@ -332,7 +356,6 @@ class ContainerServers:
         first = self.containers[f"cluster-{s.cluster_ports[0]}"]
         code, out = first.exec(stack_py.Cluster.create_command(s.cluster_ports))
         assert code == 0, f"redis-cli --cluster create failed: {out.decode()[-2000:]}"
-        self.clustered = True
         self.start_replica_set()
         self.wait()
 
@@ -350,15 +373,26 @@ class ContainerServers:
             self.container(f"sentinel-{port}", IMAGES["redis"], command)
 
     def stop(self) -> None:
+        """The last worker using the containers removes them."""
+        with held(self.settings.state / ".session.lock"):
+            run, count = self.users()
+            if count > 1:
+                return self.write_users(run, count - 1)
+            self.remove()
+            (self.settings.state / "session").unlink(missing_ok=True)
+
+    def remove(self) -> None:
         """Removes the containers (and their volumes), this session's and any a killed one
         left on these ports."""
-        for c in self.containers.values():
-            with contextlib.suppress(Exception):
-                c.stop()
         self.containers.clear()
-        for container in self.engine().containers.list(all=True):
-            if container.name.startswith(PREFIX):
-                container.remove(force=True, v=True)
+        for container in self.mine():
+            container.remove(force=True, v=True)
+
+    def mine(self) -> list[Any]:
+        """The engine's containers of this source, by name (whichever worker started them)."""
+        self.client = self.client or self.engine()
+        found = self.client.containers.list(all=True)
+        return [c for c in found if c.name.startswith(PREFIX)]
 
     def wait(self) -> None:
         """Until every Redis answers PING (its AOF loaded), each node of a made Cluster says
@@ -371,38 +405,44 @@ class ContainerServers:
 
         for port in [s.redis_port, *s.cluster_ports]:
             until(redis_on(port).ping, f"Redis on {port}")
-        if self.clustered:
+        if self.clustered():
             for port in s.cluster_ports:
                 until(lambda p=port: redis_on(p).cluster("info")["cluster_state"] == "ok",
                       f"the cluster node on {port}")  # fmt: skip
-        if any(n.startswith("sentinel-") for n in self.containers):
+        if any(c.name.startswith(f"{PREFIX}sentinel-") for c in self.mine()):
             for port in s.sentinel_ports:
                 until(lambda p=port: sentinel_knows_all(p, s.redis_service), f"Sentinel {port}")
         until(lambda: kafka_answers(self.endpoints.bootstrap), f"Kafka at {s.kafka_port}")
 
+    def clustered(self) -> bool:
+        """The Cluster's slots are assigned (not yet while its nodes start)."""
+        try:
+            info = redis_on(self.settings.cluster_ports[0]).cluster("info")
+            return int(info["cluster_slots_assigned"]) > 0
+        except Exception:
+            return False
+
     def diagnose(self) -> str:
         """Each container's state and the last lines it wrote: why a server did not answer."""
         out = []
-        for name, c in self.containers.items():
-            w = c.get_wrapped_container()
-            w.reload()
+        for w in self.mine():
             tail = w.logs(tail=15).decode(errors="replace")
-            out.append(f"--- {PREFIX}{name}: {w.status}\n{tail}")
+            out.append(f"--- {w.name}: {w.status}\n{tail}")
         return "\n".join(out)
 
     def wrapped(self, name: str) -> Any:
-        return self.containers[name].get_wrapped_container()
+        """The container NAME (kafka, redis, cluster-PORT, replica-PORT, sentinel-PORT)."""
+        self.client = self.client or self.engine()
+        return self.client.containers.get(f"{PREFIX}{name}")
 
     def restart(self, service: str) -> None:
-        names = [n for n in self.containers if n == service or n.startswith(f"{service}-")]
-        for name in names:
-            self.wrapped(name).restart(timeout=self.settings.stop_timeout)
+        for w in self.mine():
+            if w.name == f"{PREFIX}{service}" or w.name.startswith(f"{PREFIX}{service}-"):
+                w.restart(timeout=self.settings.stop_timeout)
         self.wait()
 
     def restore(self) -> None:
-        for name in self.containers:
-            w = self.wrapped(name)
-            w.reload()
+        for w in self.mine():
             if w.status == "paused":
                 w.unpause()
             elif w.status != "running":
@@ -417,8 +457,8 @@ class ContainerServers:
     def kill_node(self, port: int) -> None:
         """`docker kill` of the Redis on PORT (a node of the replica set or of the Cluster);
         restore() starts it again."""
-        name = f"replica-{port}" if f"replica-{port}" in self.containers else f"cluster-{port}"
-        w = self.wrapped(name)
+        replica = port in self.settings.replica_ports
+        w = self.wrapped(f"replica-{port}" if replica else f"cluster-{port}")
         w.kill()
         w.wait(timeout=30)  # until it has exited
 
@@ -458,6 +498,46 @@ def sentinel_knows_all(port: int, service: str) -> bool:
     return (
         bool(m.get("is_master")) and m.get("num-slaves") == 1 and m.get("num-other-sentinels") == 2
     )
+
+
+# ------------------------------------------------------------------ workers sharing servers
+
+
+@contextlib.contextmanager
+def held(path: Path, how: int = fcntl.LOCK_EX) -> Iterator[None]:
+    """An flock on PATH (made if missing) for the block: among processes, as pytest-xdist's
+    workers are (an flock belongs to its open file, so threads of one process exclude each
+    other too)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, how)
+        yield
+    finally:
+        os.close(fd)  # and the lock with it
+
+
+@contextlib.contextmanager
+def turn(state: Path, exclusive: bool, alone_on: Sequence[str] = ()) -> Iterator[None]:
+    """A test's turn on the servers whose state dir is STATE. The suite's workers run their
+    tests side by side, but a test that restarts, kills, pauses or reconfigures a shared
+    server (marked `exclusive`) runs alone: it waits for the tests running to end, and none
+    starts meanwhile. One whose faults reach only servers no other test uses (the replica
+    set's: `exclusive("replica set")`) runs beside the others, but alone among those marked
+    with the same name. A readers-writer lock of two flocks: the gate makes an exclusive
+    test that waits go before the tests that come after it (an flock alone lets readers
+    starve a writer)."""
+    gate, servers = state / ".turn-gate.lock", state / ".turn.lock"
+    if exclusive:
+        with held(gate), held(servers):
+            yield
+        return
+    with contextlib.ExitStack() as stack:
+        with held(gate, fcntl.LOCK_SH):
+            stack.enter_context(held(servers, fcntl.LOCK_SH))
+        for name in alone_on:
+            stack.enter_context(held(state / f".turn-{name.replace(' ', '-')}.lock"))
+        yield
 
 
 # ------------------------------------------------------------------ the choice

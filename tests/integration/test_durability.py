@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 import redis
 
 from detector.engine import TEXT_SPACE
@@ -48,6 +49,7 @@ def contents(client: Any, name: str) -> dict[bytes, Any]:
     return out
 
 
+@pytest.mark.exclusive
 def test_the_index_survives_a_redis_restart_whole(rclient: redis.Redis, servers: Servers) -> None:
     appendonly = rclient.config_get("appendonly")["appendonly"]
     assert appendonly == "yes", "ops/stack.sh must run Redis with AOF (appendonly yes)"

@@ -33,6 +33,10 @@ from .processes import Names, Serve, logs, run_detector
 from .readers import DecisionReader, Feeder
 from .servers import Servers
 
+# The Sentinel tests kill the replica set's nodes, which only they use: they run beside the
+# others, one at a time. The Cluster's failover kills nodes every test of the Cluster uses.
+REPLICA_SET = pytest.mark.exclusive("replica set")
+
 PARTITIONS = 6
 CONSUMERS = 3
 RECORDS = 300
@@ -158,6 +162,7 @@ def serve_through_failovers(
     return records, servers, primaries
 
 
+@REPLICA_SET
 def test_sentinel_failovers_take_back_nothing_published(
     names: Names,
     serve: Callable[..., Serve],
@@ -177,6 +182,7 @@ def test_sentinel_failovers_take_back_nothing_published(
         assert s.stop() == 0, logs(consumers)
 
 
+@REPLICA_SET
 def test_sentinel_failovers_without_replicas_confirmed(
     names: Names,
     serve: Callable[..., Serve],
@@ -261,6 +267,7 @@ def cluster_whole() -> bool:
         return False
 
 
+@pytest.mark.exclusive
 def test_cluster_failovers_take_back_nothing_published(
     names: Names,
     serve: Callable[..., Serve],

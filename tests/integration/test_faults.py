@@ -91,6 +91,7 @@ def test_a_consumer_killed_and_restarted_loses_nothing_and_changes_nothing(
         assert s.stop() == 0, logs(servers)
 
 
+@pytest.mark.exclusive
 @pytest.mark.parametrize("fault", ["restart", "kill", "pause"])
 def test_redis_fault_mid_stream(
     fault: str,
@@ -134,6 +135,7 @@ def test_redis_fault_mid_stream(
         assert s.stop() == 0, logs(servers)
 
 
+@pytest.mark.exclusive
 def test_kafka_restarted_mid_stream(
     names: Names,
     serve: Callable[..., Serve],

@@ -439,6 +439,7 @@ def test_a_small_indexs_bucket_hashes_are_listpacks_and_a_hot_one_a_hashtable(
         drop_index(backend, name)
 
 
+@pytest.mark.exclusive  # the server's settings, which every index bound meanwhile checks
 def test_the_index_refuses_a_server_whose_listpack_limits_are_too_low(
     backend: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
