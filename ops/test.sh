@@ -1,24 +1,27 @@
 #!/usr/bin/env bash
 # Set up and run the whole test suite from a fresh clone (CI runs exactly this):
-#   1. a virtualenv (NEARDUP_STACK_VENV, default .venv) with the package and its dev tools
-#   2. ruff (lint and format) and mypy (strict), which need no server
-#   3. Chromium for the browser tests (ops/stack.sh browser: Debian's chromium and driver)
-#   4. two runs of the integration suite at once, on two sets of servers
-#      (tests/integration/servers.py, NEARDUP_STACK_SERVERS):
-#        ops         the unit tests and the integration suite on ops/stack.sh's servers
-#        containers  the integration suite on testcontainers of the project's images, once
-#                    ops/docker.sh all (Docker engine, base image, images) has built them;
-#                    its output goes to a log, printed when it ends
+#   1. what apt installs, one after the other: ops/stack.sh's servers, Chromium and its
+#      driver for the browser tests, the Docker engine, compose and mmdebstrap
+#   2. in the background, the containers run: ops/docker.sh all (the engine, the base
+#      image, the images), then, once step 3 is done, the integration suite on
+#      testcontainers of those images (NEARDUP_STACK_SERVERS=containers); its output goes
+#      to a log, printed at the end
+#   3. a virtualenv (NEARDUP_STACK_VENV, default .venv) with the package and its dev tools;
+#      ruff (lint and format) and mypy (strict), which need no server
+#   4. the ops run: the unit tests and the integration suite on ops/stack.sh's servers
 #   5. the README's first command and its Kafka walkthrough, as written, in a fresh clone
-#      (ops/walkthrough.sh), once the suite's stack is down: it starts its own
-#   6. docker-compose.yml for real (tests/docker), then ops/docker.sh down
-# NEARDUP_STACK_DOCKER=0 leaves out what needs Docker (the containers run and step 6), for a
-# machine where no Docker engine can run. Each run of step 4 spreads its tests over
-# NEARDUP_STACK_WORKERS pytest-xdist workers (default 2): most tests wait on servers, not
-# on the CPU, and the tests marked `exclusive` still run alone (tests/integration/servers.py).
+#      (ops/walkthrough.sh), once the ops run's stack is down: it starts its own
+#   6. docker-compose.yml for real (tests/docker), then the end of the containers run
+# Steps 4 to 6 run beside the containers run, whose servers are on other ports
+# (tests/integration/servers.py). NEARDUP_STACK_DOCKER=0 leaves out what needs Docker (the
+# containers run and step 6), for a machine where no Docker engine can run. Each run of
+# the suite spreads its tests over NEARDUP_STACK_WORKERS pytest-xdist workers (default 2):
+# most tests wait on servers, not on the CPU, and the tests marked `exclusive` still run
+# alone (servers.turn).
 #
-#   ops/test.sh --unit        steps 1-3 and the unit tests alone: no server, no Docker
-#   ops/test.sh PYTEST_ARGS   steps 1-3, then pytest PYTEST_ARGS on ops/stack.sh's servers
+#   ops/test.sh --unit        step 3, Chromium, and the unit tests alone: no server, no Docker
+#   ops/test.sh PYTEST_ARGS   step 3, Chromium, then pytest PYTEST_ARGS (one at a time) on
+#                             ops/stack.sh's servers
 #                             (e.g. ops/test.sh tests/integration/test_faults.py -x)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -29,8 +32,45 @@ if [[ -n "${NEARDUP_VENV+set}" ]]; then
   exit 1
 fi
 VENV="${NEARDUP_STACK_VENV:-.venv}"
+DOCKER="${NEARDUP_STACK_DOCKER:-1}"
+WORKERS="${NEARDUP_STACK_WORKERS:-2}"
+pytest=("$VENV/bin/python" -m pytest)
+say() { echo "[test] $* (at $SECONDS s)" >&2; }
+full=0
+[[ $# -eq 0 ]] && full=1
+
+containers_pid=""
+if [[ $full == 1 ]]; then
+  LOGS="$(mktemp -d /tmp/neardup-test.XXXXXX)"
+  # what apt installs, one after the other (two apt runs at once: one fails on dpkg's lock)
+  bash ops/stack.sh install
+  bash ops/stack.sh browser
+  trap 'bash ops/stack.sh down' EXIT
+  if [[ "$DOCKER" == 1 ]]; then
+    bash ops/docker.sh install
+    trap '[[ -z "$containers_pid" ]] || kill "$containers_pid" 2>/dev/null || true
+          bash ops/docker.sh down; bash ops/stack.sh down' EXIT
+    # The images build while the venv is made and checked (the critical path is this run:
+    # the image builds, then a second integration run); its tests start once the venv is.
+    say "containers run: ops/docker.sh all, then tests/integration on testcontainers" \
+      "(log: $LOGS/containers.log)"
+    (
+      t0=$SECONDS
+      bash ops/docker.sh all
+      touch "$LOGS/images"
+      echo "[test] images: $((SECONDS - t0)) s"
+      until [[ -e "$LOGS/venv" ]]; do sleep 1; done
+      t1=$SECONDS
+      NEARDUP_STACK_SERVERS=containers "${pytest[@]}" -n "$WORKERS" -p no:cacheprovider \
+        tests/integration
+      echo "[test] containers run: $((SECONDS - t0)) s (its tests $((SECONDS - t1)) s)"
+    ) >"$LOGS/containers.log" 2>&1 &
+    containers_pid=$!
+  fi
+fi
+
 if [[ ! -x "$VENV/bin/python" ]]; then
-  echo "[test] creating $VENV" >&2
+  say "creating $VENV"
   python3 -m venv "$VENV"
 fi
 "$VENV/bin/python" -m pip install --quiet --upgrade pip
@@ -49,67 +89,49 @@ fi
 export NEARDUP_KERNELS=native
 
 # the checks that need no server first: a lint or type error fails in seconds
-echo "[test] ruff" >&2
+say ruff
 "$VENV/bin/ruff" check detector tests bench ops
 "$VENV/bin/ruff" format --check detector tests bench ops
-echo "[test] mypy" >&2
+say mypy
 "$VENV/bin/mypy"
 "$VENV/bin/mypy" --strict ops/stack.py
 
-bash ops/stack.sh browser
-pytest=("$VENV/bin/python" -m pytest)
-
 if [[ "${1:-}" == --unit ]]; then
   shift
-  echo "[test] pytest: the unit tests" >&2
+  bash ops/stack.sh browser
+  say "pytest: the unit tests"
   exec "${pytest[@]}" -m "not integration" --ignore=tests/docker "$@"
 fi
-
-trap 'bash ops/stack.sh down' EXIT
-if [[ $# -gt 0 ]]; then
+if [[ $full == 0 ]]; then
+  bash ops/stack.sh browser
+  trap 'bash ops/stack.sh down' EXIT
   NEARDUP_STACK_SERVERS=ops "${pytest[@]}" --ignore=tests/docker "$@"
   exit
 fi
+touch "$LOGS/venv"
 
-DOCKER="${NEARDUP_STACK_DOCKER:-1}"
-WORKERS="${NEARDUP_STACK_WORKERS:-2}"
-LOGS="$(mktemp -d /tmp/neardup-test.XXXXXX)"
-containers_pid=""
-# what apt installs, one after the other (two apt runs at once: one fails on dpkg's lock)
-bash ops/stack.sh install
-if [[ "$DOCKER" == 1 ]]; then
-  bash ops/docker.sh install
-  trap 'bash ops/docker.sh down; bash ops/stack.sh down' EXIT
-  echo "[test] containers run: ops/docker.sh all, then tests/integration on" \
-    "testcontainers (log: $LOGS/containers.log)" >&2
-  (
-    t0=$SECONDS
-    bash ops/docker.sh all
-    NEARDUP_STACK_SERVERS=containers "${pytest[@]}" -n "$WORKERS" -p no:cacheprovider \
-      tests/integration
-    echo "[test] containers run: $((SECONDS - t0)) s"
-  ) >"$LOGS/containers.log" 2>&1 &
-  containers_pid=$!
-fi
-
-echo "[test] pytest on ops/stack.sh's servers" >&2
+say "ops run: the unit tests and tests/integration on ops/stack.sh's servers"
 t0=$SECONDS
 NEARDUP_STACK_SERVERS=ops "${pytest[@]}" -n "$WORKERS" --ignore=tests/docker
-echo "[test] ops run: $((SECONDS - t0)) s" >&2
+say "ops run: $((SECONDS - t0)) s"
 bash ops/stack.sh down
 
-if [[ -n "$containers_pid" ]]; then
-  status=0
-  wait "$containers_pid" || status=$?
-  echo "[test] the containers run (ops/docker.sh all, tests/integration):" >&2
-  cat "$LOGS/containers.log" >&2
-  [[ $status -eq 0 ]] || { echo "[test] ERROR: the containers run failed" >&2; exit "$status"; }
-fi
-
-echo "[test] the README's walkthrough" >&2
+# Beside the containers run's last tests: the walkthrough's stack takes the default ports,
+# which the ops run has just left, and the containers are on other ports.
+say "the README's walkthrough"
 bash ops/walkthrough.sh
 
 if [[ "$DOCKER" == 1 ]]; then
-  echo "[test] docker: tests/docker" >&2
+  until [[ -e "$LOGS/images" ]] || ! kill -0 "$containers_pid" 2>/dev/null; do sleep 1; done
+  [[ -e "$LOGS/images" ]] || { cat "$LOGS/containers.log" >&2; say "ERROR: the images"; exit 1; }
+  say "docker: tests/docker"
   NEARDUP_STACK_DOCKER=1 "${pytest[@]}" tests/docker
+
+  status=0
+  wait "$containers_pid" || status=$?
+  containers_pid=""
+  say "the containers run (ops/docker.sh all, tests/integration):"
+  cat "$LOGS/containers.log" >&2
+  [[ $status -eq 0 ]] || { echo "[test] ERROR: the containers run failed" >&2; exit "$status"; }
 fi
+say "all passed"
