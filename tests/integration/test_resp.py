@@ -1,9 +1,11 @@
 """The index's round trips (index/redis/resp.py: one RESP buffer, packed natively) against
 redis-py's pipeline on the real server and cluster: the same replies, the same error, and
-a connection that stays in step after an error reply."""
+a connection that stays in step after an error reply; and a WAIT that its primary breaks
+off is an outage to retry."""
 
 from __future__ import annotations
 
+import threading
 import uuid
 from typing import Any
 
@@ -11,8 +13,15 @@ import pytest
 import redis
 from redis.cluster import RedisCluster
 
+from detector.errors import BackendUnavailable
 from detector.index.redis import resp
 from detector.index.redis.cluster import Batch
+from detector.index.redis.keys import Layout
+from detector.index.redis.replication import Replication
+from detector.index.redis.store import Store
+
+from ..helpers import until
+from .endpoints import REDIS_CLUSTER_URL, REDIS_URL
 
 
 def commands(tag: str) -> list[tuple[Any, ...]]:
@@ -91,3 +100,58 @@ def test_a_batch_routes_to_each_keys_node(backend: redis.Redis | RedisCluster, p
         for t in tags:
             for s in "shz":
                 backend.delete(f"{{{t}}}:{s}")
+
+
+@pytest.mark.parametrize("kind", ["server", "cluster"])
+def test_a_wait_its_primary_breaks_off_is_an_outage_to_retry(kind: str, packer: str) -> None:
+    """A failover that makes a primary a replica ends the WAITs blocked on it with an
+    UNBLOCKED error reply (as CLIENT UNBLOCK ERROR does here): the confirmation failed, and
+    serve retries the batch; it is not an error that ends serve (CI saw one do so)."""
+    name = f"it-unblock-{uuid.uuid4().hex[:12]}"
+    options: dict[str, Any] = {"client_name": name, "socket_timeout": 30}
+    client: Any = (
+        redis.Redis.from_url(REDIS_URL, **options)
+        if kind == "server"
+        else RedisCluster.from_url(REDIS_CLUSTER_URL, **options)
+    )
+    nodes = (
+        [client]
+        if kind == "server"
+        else [client.get_redis_connection(n) for n in client.get_primaries()]
+    )
+    store = Store(client, Layout(name))
+    store.replication = Replication(min_replicas=9, timeout=25)  # more replicas than any has
+    failed: list[BaseException] = []
+
+    def confirm() -> None:
+        try:
+            store.confirm()
+        except BaseException as exc:  # the test reads what it was
+            failed.append(exc)
+
+    waiting = threading.Thread(target=confirm, daemon=True)
+    waiting.start()
+    try:
+
+        def blocked() -> list[tuple[Any, int]]:
+            return [
+                (node, int(c["id"]))
+                for node in nodes
+                for c in node.client_list()
+                if c.get("name") == name and c.get("cmd") == "wait"
+            ]
+
+        until(lambda: bool(blocked()), 10, "the barrier's WAIT to block")
+        for node, client_id in blocked():
+            node.execute_command("CLIENT UNBLOCK", client_id, "ERROR")
+        waiting.join(10)
+        assert not waiting.is_alive(), "the WAIT went on after it was broken off"
+        assert len(failed) == 1 and isinstance(failed[0], BackendUnavailable), failed
+        assert "UNBLOCKED" in str(failed[0])
+    finally:
+        for node in nodes:
+            for c in node.client_list():
+                if c.get("name") == name and c.get("cmd") == "wait":
+                    node.execute_command("CLIENT UNBLOCK", int(c["id"]), "ERROR")
+        waiting.join(30)
+        client.close()

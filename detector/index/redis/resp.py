@@ -56,3 +56,11 @@ def execute(client: redis.Redis, commands: Sequence[Sequence[Any]]) -> list[Any]
     if error is not None:
         raise error
     return replies
+
+
+def error_code(exc: redis.ResponseError) -> str:
+    """An error reply's code, its first word (WRONGTYPE, NOREPLICAS, ...), as the server
+    sent it: redis-py's pipeline (the path without the packer) puts in front where in the
+    pipeline the reply came."""
+    words = str(exc).rpartition(" of pipeline caused error: ")[2].split(maxsplit=1)
+    return words[0] if words else ""

@@ -15,10 +15,13 @@ import redis
 from redis.cluster import RedisCluster
 
 from ...errors import BackendUnavailable, ConfigError
-from . import lua
+from . import lua, resp
 from .cluster import Batch
 from .keys import SHARDS, Layout
 from .replication import BARRIER_TTL_MS, Replication, Unconfirmed, Waited
+
+# The error replies that say "not now" rather than "never": the round trip is retried.
+RETRIED_REPLIES = frozenset({"NOREPLICAS", "MASTERDOWN", "UNBLOCKED"})
 
 
 class Store:
@@ -55,9 +58,11 @@ class Store:
         ) as exc:
             raise BackendUnavailable(f"Redis: {exc}") from exc
         except redis.ResponseError as exc:
-            # a primary with min-replicas-to-write that lacks its replicas, or a replica
-            # that lost its primary (replica-serve-stale-data no): both wait it out
-            if str(exc).startswith(("NOREPLICAS", "MASTERDOWN")):
+            # a primary with min-replicas-to-write that lacks its replicas, a replica that
+            # lost its primary (replica-serve-stale-data no), or a WAIT cut short because
+            # its primary was made a replica (a failover): each waits it out, and nothing
+            # it wrote is published unconfirmed
+            if resp.error_code(exc) in RETRIED_REPLIES:
                 raise BackendUnavailable(f"Redis: {exc}") from exc
             raise
         finally:
