@@ -4,16 +4,17 @@
 #      driver for the browser tests, the Docker engine, compose and mmdebstrap
 #   2. in the background, the containers run: ops/docker.sh all (the engine, the base
 #      image, the images), then, once step 3 is done, the integration suite on
-#      testcontainers of those images (NEARDUP_STACK_SERVERS=containers); its output goes
-#      to a log, printed at the end
+#      testcontainers of those images (NEARDUP_STACK_SERVERS=containers), then
+#      docker-compose.yml for real (tests/docker); its output goes to a log, printed at
+#      the end
 #   3. a virtualenv (NEARDUP_STACK_VENV, default .venv) with the package and its dev tools;
 #      ruff (lint and format) and mypy (strict), which need no server
 #   4. the ops run: the unit tests and the integration suite on ops/stack.sh's servers
 #   5. the README's first command and its Kafka walkthrough, as written, in a fresh clone
 #      (ops/walkthrough.sh), once the ops run's stack is down: it starts its own
-#   6. docker-compose.yml for real (tests/docker), then the end of the containers run
-# Steps 4 to 6 run beside the containers run, whose servers are on other ports
-# (tests/integration/servers.py). NEARDUP_STACK_DOCKER=0 leaves out what needs Docker (the
+#   6. the end of the containers run
+# Steps 4 and 5 run beside the containers run, whose servers are on other ports
+# (tests/integration/servers.py, docker-compose.yml). NEARDUP_STACK_DOCKER=0 leaves out what needs Docker (the
 # containers run and step 6), for a machine where no Docker engine can run. Each run of
 # the suite spreads its tests over NEARDUP_STACK_WORKERS pytest-xdist workers (default 2):
 # most tests wait on servers, not on the CPU, and the tests marked `exclusive` still run
@@ -50,20 +51,23 @@ if [[ $full == 1 ]]; then
     bash ops/docker.sh install
     trap '[[ -z "$containers_pid" ]] || kill "$containers_pid" 2>/dev/null || true
           bash ops/docker.sh down; bash ops/stack.sh down' EXIT
-    # The images build while the venv is made and checked (the critical path is this run:
-    # the image builds, then a second integration run); its tests start once the venv is.
+    # The images build while the venv is made and checked; its tests start once the venv
+    # is. Compose's servers are on ports of their own, so tests/docker runs beside the ops
+    # run too.
     say "containers run: ops/docker.sh all, then tests/integration on testcontainers" \
       "(log: $LOGS/containers.log)"
     (
       t0=$SECONDS
       bash ops/docker.sh all
-      touch "$LOGS/images"
       echo "[test] images: $((SECONDS - t0)) s"
       until [[ -e "$LOGS/venv" ]]; do sleep 1; done
       t1=$SECONDS
       NEARDUP_STACK_SERVERS=containers "${pytest[@]}" -n "$WORKERS" -p no:cacheprovider \
         tests/integration
-      echo "[test] containers run: $((SECONDS - t0)) s (its tests $((SECONDS - t1)) s)"
+      t2=$SECONDS
+      echo "[test] containers run: tests/integration $((t2 - t1)) s"
+      NEARDUP_STACK_DOCKER=1 "${pytest[@]}" -p no:cacheprovider tests/docker
+      echo "[test] containers run: tests/docker $((SECONDS - t2)) s; in all $((SECONDS - t0)) s"
     ) >"$LOGS/containers.log" 2>&1 &
     containers_pid=$!
   fi
@@ -116,21 +120,16 @@ NEARDUP_STACK_SERVERS=ops "${pytest[@]}" -n "$WORKERS" --ignore=tests/docker
 say "ops run: $((SECONDS - t0)) s"
 bash ops/stack.sh down
 
-# Beside the containers run's last tests: the walkthrough's stack takes the default ports,
-# which the ops run has just left, and the containers are on other ports.
+# Beside the containers run: the walkthrough's stack takes the default ports, which the
+# ops run has just left, and the containers are on other ports.
 say "the README's walkthrough"
 bash ops/walkthrough.sh
 
 if [[ "$DOCKER" == 1 ]]; then
-  until [[ -e "$LOGS/images" ]] || ! kill -0 "$containers_pid" 2>/dev/null; do sleep 1; done
-  [[ -e "$LOGS/images" ]] || { cat "$LOGS/containers.log" >&2; say "ERROR: the images"; exit 1; }
-  say "docker: tests/docker"
-  NEARDUP_STACK_DOCKER=1 "${pytest[@]}" tests/docker
-
   status=0
   wait "$containers_pid" || status=$?
   containers_pid=""
-  say "the containers run (ops/docker.sh all, tests/integration):"
+  say "the containers run (ops/docker.sh all, tests/integration, tests/docker):"
   cat "$LOGS/containers.log" >&2
   [[ $status -eq 0 ]] || { echo "[test] ERROR: the containers run failed" >&2; exit "$status"; }
 fi
