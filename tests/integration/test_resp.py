@@ -129,18 +129,17 @@ def test_a_wait_its_primary_breaks_off_is_an_outage_to_retry(kind: str, packer: 
         except BaseException as exc:  # the test reads what it was
             failed.append(exc)
 
+    def blocked() -> list[tuple[Any, int]]:
+        return [
+            (node, int(c["id"]))
+            for node in nodes
+            for c in node.client_list()
+            if c.get("name") == name and c.get("cmd") == "wait"
+        ]
+
     waiting = threading.Thread(target=confirm, daemon=True)
     waiting.start()
     try:
-
-        def blocked() -> list[tuple[Any, int]]:
-            return [
-                (node, int(c["id"]))
-                for node in nodes
-                for c in node.client_list()
-                if c.get("name") == name and c.get("cmd") == "wait"
-            ]
-
         until(lambda: bool(blocked()), 10, "the barrier's WAIT to block")
         for node, client_id in blocked():
             node.execute_command("CLIENT UNBLOCK", client_id, "ERROR")
@@ -149,9 +148,7 @@ def test_a_wait_its_primary_breaks_off_is_an_outage_to_retry(kind: str, packer: 
         assert len(failed) == 1 and isinstance(failed[0], BackendUnavailable), failed
         assert "UNBLOCKED" in str(failed[0])
     finally:
-        for node in nodes:
-            for c in node.client_list():
-                if c.get("name") == name and c.get("cmd") == "wait":
-                    node.execute_command("CLIENT UNBLOCK", int(c["id"]), "ERROR")
+        for node, client_id in blocked():
+            node.execute_command("CLIENT UNBLOCK", client_id, "ERROR")
         waiting.join(30)
         client.close()

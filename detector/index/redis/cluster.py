@@ -83,10 +83,4 @@ class Batch:
             # retry the round trip.
             client.nodes_manager.initialize()
             raise BackendUnavailable(f"Redis Cluster: slots moved ({exc})") from exc
-        except redis.ResponseError as exc:
-            # a WAIT that its primary, made a replica by a failover, broke off
-            if resp.error_code(exc) != "UNBLOCKED":
-                raise
-            client.nodes_manager.initialize()
-            raise BackendUnavailable(f"Redis Cluster: a primary stepped down ({exc})") from exc
         return out
