@@ -14,8 +14,8 @@
 #      (ops/walkthrough.sh), once the ops run's stack is down: it starts its own
 #   6. the end of the containers run
 # Steps 4 and 5 run beside the containers run, whose servers are on other ports
-# (tests/integration/servers.py, docker-compose.yml). NEARDUP_STACK_DOCKER=0 leaves out what needs Docker (the
-# containers run and step 6), for a machine where no Docker engine can run. Each run of
+# (tests/integration/servers.py, docker-compose.yml). NEARDUP_STACK_DOCKER=0 leaves out
+# the containers run, for a machine where no Docker engine can run. Each run of
 # the suite spreads its tests over NEARDUP_STACK_WORKERS pytest-xdist workers (default 2):
 # most tests wait on servers, not on the CPU, and the tests marked `exclusive` still run
 # alone (servers.turn).
@@ -54,8 +54,8 @@ if [[ $full == 1 ]]; then
     # The images build while the venv is made and checked; its tests start once the venv
     # is. Compose's servers are on ports of their own, so tests/docker runs beside the ops
     # run too.
-    say "containers run: ops/docker.sh all, then tests/integration on testcontainers" \
-      "(log: $LOGS/containers.log)"
+    say "containers run: ops/docker.sh all, tests/integration on testcontainers," \
+      "tests/docker (log: $LOGS/containers.log)"
     (
       t0=$SECONDS
       bash ops/docker.sh all
