@@ -148,8 +148,9 @@ def test_the_input_topic_may_come_later_and_outputs_are_made_with_its_partitions
     assert done.returncode == 1, done.stderr[-2000:]  # waited for the input topic in vain
 
     server = serve(["--startup-timeout", "60"])
-    time.sleep(3)
-    assert "waiting for the input topic" in server.log(), server.log()
+    # a loaded machine can take seconds to start serve: wait for its line, well inside the
+    # 60 s that serve waits for the topic
+    until(lambda: "waiting for the input topic" in server.log(), 30, server.log)
     create_topics({names.input: 3})
     with Producer() as producer:
         producer.send_record(names.input, {"id": "later", "text": "a record after the wait"})
